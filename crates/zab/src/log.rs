@@ -1,0 +1,322 @@
+//! The replica's view of its log: entries after a base point, the latest snapshot, and which
+//! prefix of the log is durable. Every mutation emits the storage op that makes it durable.
+
+use crate::msg::{Entry, Hard, LogSummary, Point, Zxid};
+use std::collections::VecDeque;
+use synod_core::{DurableState, Persist, Snapshot, StorageOp};
+
+pub type Ops = Vec<Persist<Entry, Hard>>;
+
+#[derive(Debug)]
+pub struct Log {
+    /// The point just before `entries[0]`; everything up to it is committed and in a snapshot.
+    base: Point,
+    entries: VecDeque<Entry>,
+    snapshot: Option<Snapshot>,
+    hard: Hard,
+    /// Sequence number of the last storage op issued.
+    last_seq: u64,
+    /// Sequence number of the last hard-state write.
+    hard_seq: u64,
+    /// For every op not yet durable: its seq and the log's last point once it is applied.
+    pending: VecDeque<(u64, Point)>,
+    /// The longest prefix of the in-memory log known to be durable.
+    durable: Point,
+    durable_seq: u64,
+}
+
+impl Log {
+    pub fn restore(durable: DurableState<Entry, Hard>) -> Self {
+        let entries: VecDeque<Entry> = durable.records.into();
+        let base = Point::from_position(durable.log_base);
+        debug_assert!(entries
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.slot == base.slot + 1 + i as u64));
+        let last = entries.back().map_or(base, Entry::point);
+        Self {
+            base,
+            entries,
+            snapshot: durable.snapshot,
+            hard: durable.hard,
+            last_seq: 0,
+            hard_seq: 0,
+            pending: VecDeque::new(),
+            durable: last,
+            durable_seq: 0,
+        }
+    }
+
+    pub fn hard(&self) -> Hard {
+        self.hard
+    }
+    pub fn base(&self) -> Point {
+        self.base
+    }
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref()
+    }
+    pub fn last(&self) -> Point {
+        self.entries.back().map_or(self.base, Entry::point)
+    }
+    /// The longest durable prefix of the in-memory log.
+    pub fn durable(&self) -> Point {
+        self.durable
+    }
+    pub fn durable_seq(&self) -> u64 {
+        self.durable_seq
+    }
+    pub fn hard_seq(&self) -> u64 {
+        self.hard_seq
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn get(&self, slot: u64) -> Option<&Entry> {
+        if slot <= self.base.slot {
+            return None;
+        }
+        self.entries.get((slot - self.base.slot - 1) as usize)
+    }
+
+    /// The point of `zxid` if it is the base or an entry of the log.
+    pub fn point_of(&self, zxid: Zxid) -> Option<Point> {
+        if zxid == self.base.zxid {
+            return Some(self.base);
+        }
+        let i = self.entries.partition_point(|e| e.zxid < zxid);
+        self.entries
+            .get(i)
+            .filter(|e| e.zxid == zxid)
+            .map(Entry::point)
+    }
+
+    /// The entry right after `p` (which must be the base or in the log).
+    pub fn next_after(&self, p: Point) -> Option<&Entry> {
+        self.get(p.slot + 1)
+    }
+
+    /// The last counter of `epoch` in the log, if the log has entries of that epoch.
+    pub fn last_counter_in_epoch(&self, epoch: u32) -> Option<u32> {
+        let i = self.entries.partition_point(|e| e.zxid.epoch <= epoch);
+        (i > 0)
+            .then(|| self.entries[i - 1].zxid)
+            .filter(|z| z.epoch == epoch)
+            .map(|z| z.counter)
+    }
+
+    /// Entries with slot in `(from, to]`.
+    pub fn range(&self, from: u64, to: u64) -> impl Iterator<Item = &Entry> {
+        let lo = from.max(self.base.slot) - self.base.slot;
+        let hi = to.min(self.last().slot).saturating_sub(self.base.slot);
+        self.entries.range(lo as usize..hi.max(lo) as usize)
+    }
+
+    pub fn summary(&self, max_epochs: usize) -> LogSummary {
+        let mut epochs: Vec<(u32, u32)> = Vec::new();
+        let mut overflow = false;
+        for e in &self.entries {
+            match epochs.last_mut() {
+                Some((ep, c)) if *ep == e.zxid.epoch => *c = e.zxid.counter,
+                _ => {
+                    if epochs.len() == max_epochs {
+                        overflow = true;
+                        break;
+                    }
+                    epochs.push((e.zxid.epoch, e.zxid.counter));
+                }
+            }
+        }
+        LogSummary {
+            base: self.base,
+            epochs,
+            overflow,
+        }
+    }
+
+    fn issue(&mut self, op: StorageOp<Entry, Hard>, ops: &mut Ops) -> u64 {
+        self.last_seq += 1;
+        self.pending.push_back((self.last_seq, self.last()));
+        ops.push(Persist {
+            seq: self.last_seq,
+            op,
+        });
+        self.last_seq
+    }
+
+    pub fn set_hard(&mut self, hard: Hard, ops: &mut Ops) -> u64 {
+        self.hard = hard;
+        self.hard_seq = self.issue(StorageOp::SetHard(hard), ops);
+        self.hard_seq
+    }
+
+    /// Append entries that continue the log (dense slots, increasing zxids).
+    pub fn append(&mut self, entries: Vec<Entry>, ops: &mut Ops) -> u64 {
+        for e in &entries {
+            let last = self.last();
+            assert_eq!(e.slot, last.slot + 1, "log slots are dense");
+            assert!(e.zxid > last.zxid, "log zxids increase");
+            self.entries.push_back(e.clone());
+        }
+        self.issue(StorageOp::Append(entries), ops)
+    }
+
+    /// Drop every entry after `to` (which is the base or in the log).
+    pub fn truncate_after(&mut self, to: Point, ops: &mut Ops) -> u64 {
+        assert!(to.slot >= self.base.slot);
+        self.entries.truncate((to.slot - self.base.slot) as usize);
+        // Whatever was durable beyond `to` no longer belongs to the in-memory log.
+        for p in self.pending.iter_mut() {
+            p.1 = p.1.min(to);
+        }
+        self.durable = self.durable.min(to);
+        self.issue(StorageOp::Truncate { after_slot: to.slot }, ops)
+    }
+
+    /// Replace the whole log with a snapshot received from the leader.
+    pub fn install_snapshot(&mut self, snapshot: Snapshot, ops: &mut Ops) -> u64 {
+        let at = Point::from_position(snapshot.at);
+        self.entries.clear();
+        self.base = at;
+        for p in self.pending.iter_mut() {
+            p.1 = p.1.min(at);
+        }
+        self.durable = self.durable.min(at);
+        self.snapshot = Some(snapshot.clone());
+        self.issue(
+            StorageOp::Snapshot {
+                snapshot,
+                drop_through: at.position(),
+                replace_log: true,
+            },
+            ops,
+        )
+    }
+
+    /// Record a snapshot of the applied state and drop the log behind it, keeping `retain`
+    /// entries before the snapshot point so that slightly lagging followers still get a diff.
+    pub fn compact(&mut self, snapshot: Snapshot, retain: u64, ops: &mut Ops) -> Option<u64> {
+        let at = snapshot.at.slot;
+        if at > self.last().slot || self.snapshot.as_ref().is_some_and(|s| s.at.slot >= at) {
+            return None;
+        }
+        let through = at.saturating_sub(retain).max(self.base.slot);
+        let drop_through = if through == self.base.slot {
+            self.base
+        } else {
+            self.get(through).expect("slot within the log").point()
+        };
+        self.entries
+            .drain(..(drop_through.slot - self.base.slot) as usize);
+        self.base = drop_through;
+        self.snapshot = Some(snapshot.clone());
+        Some(self.issue(
+            StorageOp::Snapshot {
+                snapshot,
+                drop_through: drop_through.position(),
+                replace_log: false,
+            },
+            ops,
+        ))
+    }
+
+    /// Storage reports every op up to `upto` durable. Returns true when the durable prefix grew.
+    pub fn on_durable(&mut self, upto: u64) -> bool {
+        if upto <= self.durable_seq {
+            return false;
+        }
+        self.durable_seq = upto;
+        let before = self.durable;
+        while let Some(&(seq, p)) = self.pending.front() {
+            if seq > upto {
+                break;
+            }
+            self.durable = p;
+            self.pending.pop_front();
+        }
+        self.durable > before
+    }
+
+    /// Test hook for the deliberately broken protocols: pretend the whole log is durable.
+    pub fn pretend_durable(&mut self) {
+        self.durable = self.last();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use synod_core::Command;
+
+    fn entry(e: u32, c: u32, slot: u64) -> Entry {
+        Entry {
+            zxid: Zxid::new(e, c),
+            slot,
+            command: Command {
+                id: slot,
+                payload: Bytes::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn durable_prefix_follows_truncation() {
+        let mut log = Log::restore(DurableState::default());
+        let mut ops = Vec::new();
+        let s1 = log.append((1..=5).map(|i| entry(1, i as u32, i)).collect(), &mut ops);
+        let p3 = log.point_of(Zxid::new(1, 3)).unwrap();
+        let s2 = log.truncate_after(p3, &mut ops);
+        let s3 = log.append(vec![entry(2, 1, 4), entry(2, 2, 5)], &mut ops);
+        assert!(log.on_durable(s1));
+        assert_eq!(log.durable(), p3, "entries 4 and 5 of epoch 1 are no longer ours");
+        assert!(!log.on_durable(s2));
+        assert!(log.on_durable(s3));
+        assert_eq!(log.durable().zxid, Zxid::new(2, 2));
+    }
+
+    #[test]
+    fn summary_and_lookup() {
+        let mut log = Log::restore(DurableState::default());
+        let mut ops = Vec::new();
+        log.append(
+            vec![entry(1, 1, 1), entry(1, 2, 2), entry(3, 1, 3), entry(3, 2, 4)],
+            &mut ops,
+        );
+        let s = log.summary(10);
+        assert_eq!(s.epochs, vec![(1, 2), (3, 2)]);
+        assert_eq!(s.last(), Zxid::new(3, 2));
+        assert!(log.summary(1).overflow);
+        assert_eq!(log.last_counter_in_epoch(1), Some(2));
+        assert_eq!(log.last_counter_in_epoch(2), None);
+        assert_eq!(log.point_of(Zxid::new(3, 1)).unwrap().slot, 3);
+        assert!(log.point_of(Zxid::new(2, 1)).is_none());
+        assert_eq!(log.range(1, 3).count(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_retained_entries() {
+        let mut log = Log::restore(DurableState::default());
+        let mut ops = Vec::new();
+        log.append((1..=10).map(|i| entry(1, i as u32, i)).collect(), &mut ops);
+        let snap = Snapshot {
+            at: log.get(8).unwrap().point().position(),
+            data: Bytes::from_static(b"x"),
+        };
+        log.compact(snap, 3, &mut ops).unwrap();
+        assert_eq!(log.base().slot, 5);
+        assert_eq!(log.len(), 5);
+        let mut d: DurableState<Entry, Hard> = DurableState::default();
+        for p in &ops {
+            d.apply(&p.op);
+        }
+        assert_eq!(d.log_base.slot, 5);
+        assert_eq!(d.records.len(), 5);
+        let again = Log::restore(d);
+        assert_eq!(again.last(), log.last());
+    }
+}

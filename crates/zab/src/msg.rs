@@ -1,0 +1,255 @@
+//! Zab's identifiers, log entries and messages.
+
+use bytes::Bytes;
+use std::fmt;
+use synod_core::{Command, LogRecord, NodeId, Position, Snapshot, WireSize};
+
+/// ⟨epoch, counter⟩, ordered lexicographically (zab.md §1.1, §2.3). The counter restarts at 1 in
+/// every epoch; ⟨0, 0⟩ is "nothing".
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Zxid {
+    pub epoch: u32,
+    pub counter: u32,
+}
+
+impl Zxid {
+    pub const ZERO: Zxid = Zxid {
+        epoch: 0,
+        counter: 0,
+    };
+    pub const fn new(epoch: u32, counter: u32) -> Self {
+        Self { epoch, counter }
+    }
+    /// The 64-bit form ZooKeeper uses: epoch in the high half.
+    pub const fn as_u64(self) -> u64 {
+        ((self.epoch as u64) << 32) | self.counter as u64
+    }
+    pub const fn from_u64(v: u64) -> Self {
+        Self {
+            epoch: (v >> 32) as u32,
+            counter: v as u32,
+        }
+    }
+}
+
+impl fmt::Debug for Zxid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.epoch, self.counter)
+    }
+}
+
+/// A point in the log: a zxid and its dense slot.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Point {
+    pub zxid: Zxid,
+    pub slot: u64,
+}
+
+impl Point {
+    pub fn position(self) -> Position {
+        Position {
+            slot: self.slot,
+            tag: self.zxid.as_u64(),
+        }
+    }
+    pub fn from_position(p: Position) -> Self {
+        Self {
+            zxid: Zxid::from_u64(p.tag),
+            slot: p.slot,
+        }
+    }
+}
+
+impl fmt::Debug for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}@{}", self.zxid, self.slot)
+    }
+}
+
+/// A proposal as logged: the durable record of Zab.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub zxid: Zxid,
+    pub slot: u64,
+    pub command: Command,
+}
+
+impl Entry {
+    pub fn point(&self) -> Point {
+        Point {
+            zxid: self.zxid,
+            slot: self.slot,
+        }
+    }
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}@{}#{}", self.zxid, self.slot, self.command.id)
+    }
+}
+
+impl LogRecord for Entry {
+    fn slot(&self) -> u64 {
+        self.slot
+    }
+    fn command_id(&self) -> Option<u64> {
+        Some(self.command.id)
+    }
+}
+
+/// Zab's hard state (the Zab paper's f.p and f.a), written before the messages that depend on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hard {
+    /// The last epoch this replica accepted in a NEWEPOCH (acceptedEpoch, f.p).
+    pub accepted_epoch: u32,
+    /// The leader that proposed `accepted_epoch`: at most one leader per epoch gets our ack.
+    pub accepted_leader: NodeId,
+    /// The epoch of the last NEWLEADER this replica acknowledged (currentEpoch, f.a).
+    pub current_epoch: u32,
+}
+
+/// A fast-leader-election vote, ordered by ⟨current epoch, last zxid, id⟩.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vote {
+    pub epoch: u32,
+    pub zxid: Zxid,
+    pub leader: NodeId,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerState {
+    Looking,
+    Following,
+    Leading,
+}
+
+/// A compact description of a log after its base: for every epoch present, the last counter.
+/// Entries of one epoch in any log are a prefix of what that epoch's leader proposed, so this is
+/// enough for the leader to find the exact point where a follower's log diverges from its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogSummary {
+    /// The point just before the first entry (everything up to it is committed and snapshotted).
+    pub base: Point,
+    /// `(epoch, last counter)` for every epoch with entries after `base`, in increasing order.
+    pub epochs: Vec<(u32, u32)>,
+    /// Set when the log had more epochs than a summary carries: the leader must send a snapshot.
+    pub overflow: bool,
+}
+
+impl LogSummary {
+    pub fn last(&self) -> Zxid {
+        self.epochs
+            .last()
+            .map_or(self.base.zxid, |&(e, c)| Zxid::new(e, c))
+    }
+}
+
+/// How the leader brings a follower's log in line with its own (zab.md §2.5; ZooKeeper's
+/// DIFF / TRUNC / SNAP).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The follower's log is a prefix of ours after `from`: entries follow.
+    Diff { from: Point },
+    /// Drop every entry after `to`, then entries follow.
+    Trunc { to: Point },
+    /// Replace everything with this snapshot, then entries follow.
+    Snap(Snapshot),
+}
+
+#[derive(Clone, Debug)]
+pub enum Msg {
+    /// Fast leader election.
+    Notification {
+        round: u64,
+        vote: Vote,
+        state: PeerState,
+    },
+    /// Discovery: follower → prospective leader (FOLLOWERINFO).
+    FollowerInfo { accepted_epoch: u32 },
+    /// Discovery: leader → follower, the new epoch (LEADERINFO / NEWEPOCH).
+    NewEpoch { epoch: u32 },
+    /// Discovery: follower → leader, the follower accepted `epoch` (ACKEPOCH).
+    AckEpoch {
+        epoch: u32,
+        current_epoch: u32,
+        summary: LogSummary,
+    },
+    /// Synchronisation: how to align the log; entries follow as `Entries`, then `NewLeader`.
+    Sync { epoch: u32, mode: SyncMode },
+    /// Synchronisation: a run of the leader's log (history or in-flight proposals).
+    Entries { epoch: u32, entries: Vec<Entry> },
+    /// Synchronisation done for the follower; its log equals the leader's up to `last`.
+    NewLeader { epoch: u32, last: Point },
+    /// Follower → leader: history logged and current epoch durable (ACKNEWLEADER).
+    AckNewLeader { epoch: u32 },
+    /// Leader → follower: start serving; everything up to `commit` is committed (UPTODATE).
+    UpToDate { epoch: u32, commit: Point },
+    /// Broadcast L1: one proposal.
+    Proposal { epoch: u32, entry: Entry },
+    /// Broadcast F1: cumulative ack — every entry up to `zxid` of this epoch is durably logged.
+    Ack { epoch: u32, zxid: Zxid },
+    /// Broadcast L2: everything up to `at` is committed.
+    Commit { epoch: u32, at: Point },
+    /// Leader heartbeat (also carries the commit point and the last proposal, so a follower that
+    /// lost a message notices the gap and a lost commit is repaired).
+    Ping {
+        epoch: u32,
+        commit: Point,
+        last: Zxid,
+    },
+    /// A follower forwards a client's command to the leader.
+    Forward { command: Command },
+}
+
+impl Msg {
+    /// A short name, for per-type message counters.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Notification { .. } => "notification",
+            Msg::FollowerInfo { .. } => "followerinfo",
+            Msg::NewEpoch { .. } => "newepoch",
+            Msg::AckEpoch { .. } => "ackepoch",
+            Msg::Sync { .. } => "sync",
+            Msg::Entries { .. } => "entries",
+            Msg::NewLeader { .. } => "newleader",
+            Msg::AckNewLeader { .. } => "acknewleader",
+            Msg::UpToDate { .. } => "uptodate",
+            Msg::Proposal { .. } => "proposal",
+            Msg::Ack { .. } => "ack",
+            Msg::Commit { .. } => "commit",
+            Msg::Ping { .. } => "ping",
+            Msg::Forward { .. } => "forward",
+        }
+    }
+}
+
+const HEADER: usize = 16;
+
+fn payload_len(b: &Bytes) -> usize {
+    b.len() + 12
+}
+
+impl WireSize for Msg {
+    fn wire_size(&self) -> usize {
+        HEADER
+            + match self {
+                Msg::Notification { .. } => 32,
+                Msg::FollowerInfo { .. } | Msg::NewEpoch { .. } | Msg::AckNewLeader { .. } => 8,
+                Msg::AckEpoch { summary, .. } => 24 + summary.epochs.len() * 8,
+                Msg::Sync { mode, .. } => match mode {
+                    SyncMode::Snap(s) => 24 + s.data.len(),
+                    _ => 24,
+                },
+                Msg::Entries { entries, .. } => entries
+                    .iter()
+                    .map(|e| 20 + payload_len(&e.command.payload))
+                    .sum(),
+                Msg::Proposal { entry, .. } => 20 + payload_len(&entry.command.payload),
+                Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
+                Msg::Ack { .. } => 12,
+                Msg::Ping { .. } => 28,
+                Msg::Forward { command } => payload_len(&command.payload),
+            }
+    }
+}
