@@ -48,10 +48,22 @@ pub struct Position {
 }
 
 /// An opaque state-machine snapshot covering every delivered command up to `at`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub at: Position,
     pub data: Bytes,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Snapshot(slot {}, tag {:#x}, {} bytes)",
+            self.at.slot,
+            self.at.tag,
+            self.data.len()
+        )
+    }
 }
 
 /// Where a message goes. `All` means every other member of the cluster.
@@ -258,9 +270,7 @@ impl<R: LogRecord, H: Clone> DurableState<R, H> {
 
     /// The slot of the last record, or of the log base when the log is empty.
     pub fn last_slot(&self) -> u64 {
-        self.records
-            .last()
-            .map_or(self.log_base.slot, |r| r.slot())
+        self.records.last().map_or(self.log_base.slot, |r| r.slot())
     }
 
     /// Does this durable state hold the command `command_id` at `slot`, either as a log record
@@ -302,7 +312,10 @@ impl Cluster {
     pub fn new(me: NodeId, mut members: Vec<NodeId>) -> Self {
         members.sort_unstable();
         members.dedup();
-        assert!(members.contains(&me), "a replica must be a member of its cluster");
+        assert!(
+            members.contains(&me),
+            "a replica must be a member of its cluster"
+        );
         Self { me, members }
     }
     pub fn size(&self) -> usize {

@@ -39,6 +39,8 @@ pub enum Bug {
     /// Elections ignore the log (votes compare ids only) and the leader never abdicates to a
     /// follower with a longer history: a new leader may lack committed proposals.
     ElectAnyone,
+    /// Followers forward every client command twice.
+    ForwardTwice,
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +167,8 @@ struct Leader {
     next_counter: u32,
     next_ping: TimeUs,
     queued: VecDeque<Command>,
+    /// ⟨current epoch, last zxid⟩ when elected.
+    elected_with: (u32, Zxid),
 }
 
 #[derive(Debug)]
@@ -201,7 +205,10 @@ impl Protocol for Zab {
     ) -> Self {
         let applied = durable.snapshot.as_ref().map_or(0, |s| s.at.slot);
         let log = Log::restore(durable);
-        assert!(log.base().slot <= applied, "the log base is never past the snapshot");
+        assert!(
+            log.base().slot <= applied,
+            "the log base is never past the snapshot"
+        );
         let mut zab = Zab {
             cluster,
             opts: options,
@@ -481,8 +488,16 @@ impl Zab {
             commit: Point::default(),
             acked: Zxid::ZERO,
         });
-        let accepted_epoch = self.log.hard().accepted_epoch;
-        self.send(out, leader, Msg::FollowerInfo { accepted_epoch });
+        self.send_follower_info(leader, out);
+    }
+
+    fn send_follower_info(&self, leader: NodeId, out: &mut ZabActions) {
+        let hard = self.log.hard();
+        let msg = Msg::FollowerInfo {
+            accepted_epoch: hard.accepted_epoch,
+            accepted_leader: hard.accepted_leader,
+        };
+        self.send(out, leader, msg);
     }
 
     fn start_leading(&mut self, out: &mut ZabActions) {
@@ -501,15 +516,32 @@ impl Zab {
             next_counter: 1,
             next_ping: self.now,
             queued: VecDeque::new(),
+            elected_with: (self.log.hard().current_epoch, self.log.last().zxid),
         });
         self.try_new_epoch(out);
     }
 
     /// Leader, discovery: FOLLOWERINFO from a prospective follower.
-    fn on_follower_info(&mut self, from: NodeId, accepted_epoch: u32, out: &mut ZabActions) {
+    fn on_follower_info(
+        &mut self,
+        from: NodeId,
+        accepted_epoch: u32,
+        accepted_leader: NodeId,
+        out: &mut ZabActions,
+    ) {
+        let me = self.cluster.me;
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
+        if l.stage != LStage::Discovery
+            && (accepted_epoch > l.epoch || (accepted_epoch == l.epoch && accepted_leader != me))
+        {
+            // It accepted our epoch number from another candidate, so it will (rightly) never
+            // ack ours: a replica acks one leader per epoch. Step down so that the next
+            // election picks an epoch above it, rather than leave it out for good.
+            self.become_looking(out);
+            return;
+        }
         // A follower that reconnects starts over.
         l.peers.remove(&from);
         l.ack_epochs.remove(&from);
@@ -597,7 +629,6 @@ impl Zab {
         summary: LogSummary,
         out: &mut ZabActions,
     ) {
-        let mine = (self.log.hard().current_epoch, self.log.last().zxid);
         let bug = self.opts.bug;
         let Phase::Leading(l) = &mut self.phase else {
             return;
@@ -605,7 +636,13 @@ impl Zab {
         if epoch != l.epoch || !l.infos.contains_key(&from) {
             return;
         }
-        if (current_epoch, summary.last()) > mine && bug != Some(Bug::ElectAnyone) {
+        // Discovery only (as ZooKeeper does): a follower of the electing quorum that is ahead of
+        // the state we were elected with means the election went wrong; let it lead instead.
+        // A late joiner may legitimately carry an uncommitted tail, which the sync truncates.
+        if l.stage == LStage::AwaitAckEpoch
+            && (current_epoch, summary.last()) > l.elected_with
+            && bug != Some(Bug::ElectAnyone)
+        {
             // The election should have preferred that follower; let it lead.
             self.become_looking(out);
             return;
@@ -616,7 +653,9 @@ impl Zab {
                 l.ack_epochs.insert(from, summary);
                 self.try_start_sync(out);
             }
-            LStage::AwaitNewLeaderAcks | LStage::Broadcast => self.sync_follower(from, &summary, out),
+            LStage::AwaitNewLeaderAcks | LStage::Broadcast => {
+                self.sync_follower(from, &summary, out)
+            }
         }
     }
 
@@ -648,50 +687,50 @@ impl Zab {
     // ---------------------------------------------------------------- synchronisation
 
     /// Find where the follower's log leaves ours and choose DIFF, TRUNC or SNAP (zab.md §2.5).
+    ///
+    /// Log matching: an entry's zxid names the leader that proposed it, and that leader's log
+    /// before it, so two logs with the same zxid at the same slot are identical up to it. The
+    /// longest common prefix is found by binary search over slots both logs still hold.
     pub fn plan_sync(&self, s: &LogSummary) -> SyncMode {
         let snap = || match self.log.snapshot() {
             Some(snap) => SyncMode::Snap(snap.clone()),
-            // No snapshot means nothing was ever compacted: a full diff from the start works.
+            // Nothing was ever compacted: a full diff from the start works.
             None => SyncMode::Trunc {
                 to: Point::default(),
             },
         };
-        if s.overflow || s.base.zxid < self.log.base().zxid {
+        if s.overflow {
             return snap();
         }
-        // The follower's base is committed, so it must be in our log.
-        let Some(mut c) = self.log.point_of(s.base.zxid) else {
-            return snap();
-        };
-        if c.slot != s.base.slot {
-            return snap();
-        }
-        for &(epoch, last) in &s.epochs {
-            let first = if c.zxid.epoch == epoch {
-                c.zxid.counter + 1
+        let ours = |slot: u64| -> Option<Zxid> {
+            if slot == self.log.base().slot {
+                Some(self.log.base().zxid)
             } else {
-                1
-            };
-            let Some(next) = self.log.next_after(c) else {
-                break;
-            };
-            if next.zxid != Zxid::new(epoch, first) {
-                break;
+                self.log.get(slot).map(|e| e.zxid)
             }
-            let ours = self
-                .log
-                .last_counter_in_epoch(epoch)
-                .expect("the next entry is of this epoch");
-            let common = last.min(ours);
-            c = self
-                .log
-                .point_of(Zxid::new(epoch, common))
-                .expect("entries of one epoch are dense");
-            if common < last {
-                break;
+        };
+        let matches = |slot: u64| ours(slot).is_some() && ours(slot) == s.zxid_at(slot);
+        let lo = s.base.slot.max(self.log.base().slot);
+        let hi = s.last_slot().min(self.log.last().slot);
+        if lo > hi || !matches(lo) {
+            // The follower is behind our log's start, or differs from it there.
+            return snap();
+        }
+        // Invariant: matches(lo); find the largest matching slot in [lo, hi].
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo + 1) / 2;
+            if matches(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
             }
         }
-        if s.last() == c.zxid {
+        let c = Point {
+            zxid: ours(lo).expect("matched"),
+            slot: lo,
+        };
+        if s.last_slot() == c.slot {
             SyncMode::Diff { from: c }
         } else {
             SyncMode::Trunc { to: c }
@@ -722,7 +761,14 @@ impl Zab {
             }
         }
         if !batch.is_empty() {
-            self.send(out, to, Msg::Entries { epoch, entries: batch });
+            self.send(
+                out,
+                to,
+                Msg::Entries {
+                    epoch,
+                    entries: batch,
+                },
+            );
         }
         self.send(out, to, Msg::NewLeader { epoch, last });
         let now = self.now;
@@ -781,7 +827,8 @@ impl Zab {
                     self.become_looking(out);
                     return;
                 }
-                self.log.install_snapshot(snapshot.clone(), &mut out.persist);
+                self.log
+                    .install_snapshot(snapshot.clone(), &mut out.persist);
                 self.applied = snapshot.at.slot;
                 out.apply.push(Apply::Restore(snapshot));
             }
@@ -893,7 +940,14 @@ impl Zab {
             epoch: epoch as u64,
         });
         for p in synced {
-            self.send(out, p, Msg::UpToDate { epoch, commit: history });
+            self.send(
+                out,
+                p,
+                Msg::UpToDate {
+                    epoch,
+                    commit: history,
+                },
+            );
         }
         self.deliver(history, out);
         for c in queued {
@@ -939,6 +993,12 @@ impl Zab {
             }
             Phase::Following(f) if f.stage == FStage::Broadcast => {
                 let leader = f.leader;
+                if self.opts.bug == Some(Bug::ForwardTwice) {
+                    let again = Msg::Forward {
+                        command: command.clone(),
+                    };
+                    self.send(out, leader, again);
+                }
                 self.send(out, leader, Msg::Forward { command });
             }
             _ => out.events.push(Event::Rejected {
@@ -1015,7 +1075,14 @@ impl Zab {
             Phase::Following(f) if f.stage >= FStage::Synced && durable > f.acked => {
                 f.acked = durable;
                 let (leader, epoch) = (f.leader, f.epoch);
-                self.send(out, leader, Msg::Ack { epoch, zxid: durable });
+                self.send(
+                    out,
+                    leader,
+                    Msg::Ack {
+                        epoch,
+                        zxid: durable,
+                    },
+                );
             }
             Phase::Leading(l) if l.stage == LStage::Broadcast => self.advance_commit(out),
             Phase::Leading(_) => self.try_establish(out),
@@ -1074,7 +1141,10 @@ impl Zab {
         if z <= l.commit.zxid {
             return;
         }
-        let at = self.log.point_of(z).expect("acked zxids are in the leader's log");
+        let at = self
+            .log
+            .point_of(z)
+            .expect("acked zxids are in the leader's log");
         l.commit = at;
         let epoch = l.epoch;
         let peers: Vec<NodeId> = l.peers.keys().copied().collect();
@@ -1114,7 +1184,14 @@ impl Zab {
         }
     }
 
-    fn on_ping(&mut self, from: NodeId, epoch: u32, commit: Point, last: Zxid, out: &mut ZabActions) {
+    fn on_ping(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        commit: Point,
+        last: Zxid,
+        out: &mut ZabActions,
+    ) {
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
@@ -1159,9 +1236,10 @@ impl Zab {
             Msg::Notification { round, vote, state } => {
                 self.on_notification(from, round, vote, state, out)
             }
-            Msg::FollowerInfo { accepted_epoch } => {
-                self.on_follower_info(from, accepted_epoch, out)
-            }
+            Msg::FollowerInfo {
+                accepted_epoch,
+                accepted_leader,
+            } => self.on_follower_info(from, accepted_epoch, accepted_leader, out),
             Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
             Msg::AckEpoch {
                 epoch,
@@ -1223,8 +1301,7 @@ impl Zab {
                     // The leader may still have been LOOKING when we first asked.
                     f.next_info = now + self.opts.heartbeat_us;
                     let leader = f.leader;
-                    let accepted_epoch = self.log.hard().accepted_epoch;
-                    self.send(out, leader, Msg::FollowerInfo { accepted_epoch });
+                    self.send_follower_info(leader, out);
                 }
             }
             Phase::Leading(l) => {
@@ -1249,7 +1326,15 @@ impl Zab {
                     let last = self.log.last().zxid;
                     let peers: Vec<NodeId> = l.peers.keys().copied().collect();
                     for p in peers {
-                        self.send(out, p, Msg::Ping { epoch, commit, last });
+                        self.send(
+                            out,
+                            p,
+                            Msg::Ping {
+                                epoch,
+                                commit,
+                                last,
+                            },
+                        );
                     }
                 }
             }

@@ -174,7 +174,12 @@ impl Log {
             p.1 = p.1.min(to);
         }
         self.durable = self.durable.min(to);
-        self.issue(StorageOp::Truncate { after_slot: to.slot }, ops)
+        self.issue(
+            StorageOp::Truncate {
+                after_slot: to.slot,
+            },
+            ops,
+        )
     }
 
     /// Replace the whole log with a snapshot received from the leader.
@@ -273,7 +278,11 @@ mod tests {
         let s2 = log.truncate_after(p3, &mut ops);
         let s3 = log.append(vec![entry(2, 1, 4), entry(2, 2, 5)], &mut ops);
         assert!(log.on_durable(s1));
-        assert_eq!(log.durable(), p3, "entries 4 and 5 of epoch 1 are no longer ours");
+        assert_eq!(
+            log.durable(),
+            p3,
+            "entries 4 and 5 of epoch 1 are no longer ours"
+        );
         assert!(!log.on_durable(s2));
         assert!(log.on_durable(s3));
         assert_eq!(log.durable().zxid, Zxid::new(2, 2));
@@ -284,7 +293,12 @@ mod tests {
         let mut log = Log::restore(DurableState::default());
         let mut ops = Vec::new();
         log.append(
-            vec![entry(1, 1, 1), entry(1, 2, 2), entry(3, 1, 3), entry(3, 2, 4)],
+            vec![
+                entry(1, 1, 1),
+                entry(1, 2, 2),
+                entry(3, 1, 3),
+                entry(3, 2, 4),
+            ],
             &mut ops,
         );
         let s = log.summary(10);

@@ -143,6 +143,41 @@ impl LogSummary {
             .last()
             .map_or(self.base.zxid, |&(e, c)| Zxid::new(e, c))
     }
+
+    /// The slot of the last entry.
+    pub fn last_slot(&self) -> u64 {
+        let mut slot = self.base.slot;
+        let mut prev = self.base.zxid;
+        for &(e, c) in &self.epochs {
+            let first = if prev.epoch == e { prev.counter + 1 } else { 1 };
+            slot += (c + 1).saturating_sub(first) as u64;
+            prev = Zxid::new(e, c);
+        }
+        slot
+    }
+
+    /// The zxid of the entry at `slot` (or of the base), if the summarised log has it. Entries of
+    /// one epoch are dense, so each run covers a known range of slots.
+    pub fn zxid_at(&self, slot: u64) -> Option<Zxid> {
+        if slot == self.base.slot {
+            return Some(self.base.zxid);
+        }
+        if slot < self.base.slot {
+            return None;
+        }
+        let mut end = self.base.slot;
+        let mut prev = self.base.zxid;
+        for &(e, c) in &self.epochs {
+            let first = if prev.epoch == e { prev.counter + 1 } else { 1 };
+            let start = end + 1;
+            end += (c + 1).saturating_sub(first) as u64;
+            if slot <= end {
+                return Some(Zxid::new(e, first + (slot - start) as u32));
+            }
+            prev = Zxid::new(e, c);
+        }
+        None
+    }
 }
 
 /// How the leader brings a follower's log in line with its own (zab.md §2.5; ZooKeeper's
@@ -165,8 +200,12 @@ pub enum Msg {
         vote: Vote,
         state: PeerState,
     },
-    /// Discovery: follower → prospective leader (FOLLOWERINFO).
-    FollowerInfo { accepted_epoch: u32 },
+    /// Discovery: follower → prospective leader (FOLLOWERINFO), with the epoch it last accepted
+    /// and from whom.
+    FollowerInfo {
+        accepted_epoch: u32,
+        accepted_leader: NodeId,
+    },
     /// Discovery: leader → follower, the new epoch (LEADERINFO / NEWEPOCH).
     NewEpoch { epoch: u32 },
     /// Discovery: follower → leader, the follower accepted `epoch` (ACKEPOCH).
@@ -251,5 +290,34 @@ impl WireSize for Msg {
                 Msg::Ping { .. } => 28,
                 Msg::Forward { command } => payload_len(&command.payload),
             }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_maps_slots_to_zxids() {
+        // base 2:5 at slot 10, then 2:6..2:8 (slots 11-13), 4:1..4:2 (slots 14-15)
+        let s = LogSummary {
+            base: Point {
+                zxid: Zxid::new(2, 5),
+                slot: 10,
+            },
+            epochs: vec![(2, 8), (4, 2)],
+            overflow: false,
+        };
+        assert_eq!(s.last_slot(), 15);
+        assert_eq!(s.zxid_at(9), None);
+        assert_eq!(s.zxid_at(10), Some(Zxid::new(2, 5)));
+        assert_eq!(s.zxid_at(11), Some(Zxid::new(2, 6)));
+        assert_eq!(s.zxid_at(13), Some(Zxid::new(2, 8)));
+        assert_eq!(s.zxid_at(14), Some(Zxid::new(4, 1)));
+        assert_eq!(s.zxid_at(15), Some(Zxid::new(4, 2)));
+        assert_eq!(s.zxid_at(16), None);
+        let empty = LogSummary::default();
+        assert_eq!(empty.last_slot(), 0);
+        assert_eq!(empty.zxid_at(0), Some(Zxid::ZERO));
     }
 }

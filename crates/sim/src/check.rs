@@ -1,0 +1,367 @@
+//! Checkers over a simulated history. Each is fed events as the simulator produces them and
+//! records violations; none of them trusts the protocol under test.
+//!
+//! | checker | property |
+//! |---|---|
+//! | agreement | no two replicas deliver different commands (or tags) at one slot |
+//! | order | each replica incarnation delivers slots 1, 2, 3, … without gap or repeat, after its snapshot |
+//! | integrity | only submitted commands are delivered, each at one slot only |
+//! | durability | at the end every replica holds every slot ever delivered anywhere |
+//! | crash-tolerance | zab.md §1.5: when a replica delivers m, a quorum has m in stable storage |
+//! | leader | at most one leader per epoch |
+//! | liveness | after the last fault heals, the cluster settles and serves within a bound |
+//! | snapshot | a restored snapshot equals the global history prefix it claims |
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use synod_core::{NodeId, TimeUs};
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Checker {
+    Agreement,
+    Order,
+    Integrity,
+    Durability,
+    CrashTolerance,
+    Leader,
+    Liveness,
+    Snapshot,
+    /// The protocol panicked (a failed assertion is a found bug).
+    Panic,
+}
+
+impl fmt::Display for Checker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Checker::Agreement => "agreement",
+            Checker::Order => "total-order",
+            Checker::Integrity => "integrity",
+            Checker::Durability => "durability",
+            Checker::CrashTolerance => "crash-tolerance",
+            Checker::Leader => "one-leader-per-epoch",
+            Checker::Liveness => "liveness",
+            Checker::Snapshot => "snapshot",
+            Checker::Panic => "panic",
+        };
+        f.write_str(s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub checker: Checker,
+    pub at_us: TimeUs,
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at t={}us: {}", self.checker, self.at_us, self.detail)
+    }
+}
+
+/// At most this many violations are kept per run (the first one is what matters).
+const MAX_VIOLATIONS: usize = 16;
+
+#[derive(Default)]
+pub struct History {
+    pub violations: Vec<Violation>,
+    /// Checkers whose violations are not recorded.
+    pub disabled: Vec<Checker>,
+    /// slot → (tag, command id), from the first delivery anywhere.
+    slots: Vec<(u64, u64)>,
+    /// command id → slot.
+    placed: HashMap<u64, u64>,
+    submitted: HashSet<u64>,
+    /// (node, incarnation) → last delivered slot.
+    cursor: HashMap<(NodeId, u64), u64>,
+    leaders: BTreeMap<u64, NodeId>,
+}
+
+impl History {
+    pub fn with_disabled(disabled: Vec<Checker>) -> Self {
+        Self {
+            disabled,
+            ..Self::default()
+        }
+    }
+
+    pub fn violate(&mut self, checker: Checker, at_us: TimeUs, detail: String) {
+        if self.violations.len() < MAX_VIOLATIONS && !self.disabled.contains(&checker) {
+            self.violations.push(Violation {
+                checker,
+                at_us,
+                detail,
+            });
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The highest slot delivered anywhere.
+    pub fn max_slot(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    /// The command delivered at `slot`, if any replica delivered it.
+    pub fn at(&self, slot: u64) -> Option<u64> {
+        slot.checked_sub(1)
+            .and_then(|i| self.slots.get(i as usize))
+            .map(|&(_, id)| id)
+    }
+
+    pub fn submitted(&mut self, id: u64) {
+        self.submitted.insert(id);
+    }
+
+    /// A replica (re)started from a state that covers slots up to `base`.
+    pub fn started(&mut self, node: NodeId, incarnation: u64, base: u64) {
+        self.cursor.insert((node, incarnation), base);
+    }
+
+    /// A replica delivered `id` at `slot`. `durable_quorum` says whether a quorum of replicas
+    /// holds it in stable storage at this moment.
+    #[allow(clippy::too_many_arguments)]
+    pub fn delivered(
+        &mut self,
+        now: TimeUs,
+        node: NodeId,
+        incarnation: u64,
+        slot: u64,
+        tag: u64,
+        id: u64,
+        durable_quorum: bool,
+    ) {
+        let cur = self.cursor.entry((node, incarnation)).or_insert(0);
+        if slot != *cur + 1 {
+            let expected = *cur + 1;
+            *cur = slot.max(*cur);
+            self.violate(
+                Checker::Order,
+                now,
+                format!("n{node} delivered slot {slot}, expected {expected}"),
+            );
+        } else {
+            *cur = slot;
+        }
+        if !self.submitted.contains(&id) {
+            self.violate(
+                Checker::Integrity,
+                now,
+                format!("n{node} delivered command {id}, which was never submitted"),
+            );
+        }
+        let idx = (slot - 1) as usize;
+        if idx < self.slots.len() {
+            let (t, known) = self.slots[idx];
+            if (t, known) != (tag, id) {
+                self.violate(
+                    Checker::Agreement,
+                    now,
+                    format!(
+                        "n{node} delivered command {id} (tag {tag:#x}) at slot {slot}, \
+                         where command {known} (tag {t:#x}) was delivered before"
+                    ),
+                );
+            }
+        } else if idx == self.slots.len() {
+            self.slots.push((tag, id));
+            if let Some(&other) = self.placed.get(&id) {
+                self.violate(
+                    Checker::Integrity,
+                    now,
+                    format!("command {id} delivered at slot {slot} and at slot {other}"),
+                );
+            } else {
+                self.placed.insert(id, slot);
+            }
+        } else {
+            // A slot beyond the known history with a hole before it: the order checker has
+            // already reported the gap at this replica; record what we can.
+            self.violate(
+                Checker::Agreement,
+                now,
+                format!(
+                    "n{node} delivered slot {slot} before any replica delivered slot {}",
+                    self.slots.len() + 1
+                ),
+            );
+        }
+        if !durable_quorum {
+            self.violate(
+                Checker::CrashTolerance,
+                now,
+                format!(
+                    "n{node} delivered command {id} at slot {slot} while fewer than a quorum \
+                     had it in stable storage"
+                ),
+            );
+        }
+    }
+
+    /// A replica replaced its state with a snapshot of `ids` (slot 1..=ids.len()).
+    pub fn restored(&mut self, now: TimeUs, node: NodeId, incarnation: u64, ids: &[u64]) {
+        for (i, &id) in ids.iter().enumerate() {
+            let slot = i as u64 + 1;
+            match self.at(slot) {
+                Some(known) if known == id => {}
+                known => {
+                    self.violate(
+                        Checker::Snapshot,
+                        now,
+                        format!(
+                            "n{node} restored a snapshot with command {id} at slot {slot}, \
+                             history has {known:?}"
+                        ),
+                    );
+                    break;
+                }
+            }
+        }
+        self.cursor.insert((node, incarnation), ids.len() as u64);
+    }
+
+    pub fn leading(&mut self, now: TimeUs, node: NodeId, epoch: u64) {
+        match self.leaders.get(&epoch) {
+            Some(&l) if l != node => self.violate(
+                Checker::Leader,
+                now,
+                format!("n{node} and n{l} both established epoch {epoch}"),
+            ),
+            _ => {
+                self.leaders.insert(epoch, node);
+            }
+        }
+    }
+
+    /// The end of a run: every replica holds the whole history delivered anywhere.
+    pub fn final_state(&mut self, now: TimeUs, node: NodeId, applied_ids: &[u64]) {
+        let max = self.max_slot();
+        if (applied_ids.len() as u64) < max {
+            self.violate(
+                Checker::Durability,
+                now,
+                format!(
+                    "n{node} holds {} slots at the end, but slot {max} was delivered",
+                    applied_ids.len()
+                ),
+            );
+        }
+        for (i, &id) in applied_ids.iter().enumerate() {
+            let slot = i as u64 + 1;
+            if self.at(slot).is_some_and(|known| known != id) {
+                self.violate(
+                    Checker::Durability,
+                    now,
+                    format!("n{node} ends with command {id} at slot {slot}, history has another"),
+                );
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history() -> History {
+        let mut h = History::default();
+        for id in 1..=10 {
+            h.submitted(id);
+        }
+        h.started(1, 0, 0);
+        h.started(2, 0, 0);
+        h
+    }
+
+    fn only(h: &History) -> Checker {
+        assert_eq!(h.violations.len(), 1, "{:?}", h.violations);
+        h.violations[0].checker.clone()
+    }
+
+    #[test]
+    fn a_consistent_history_passes() {
+        let mut h = history();
+        for n in 1..=2 {
+            for s in 1..=3 {
+                h.delivered(s, n, 0, s, s, s, true);
+            }
+        }
+        h.final_state(9, 1, &[1, 2, 3]);
+        h.final_state(9, 2, &[1, 2, 3]);
+        h.leading(1, 1, 1);
+        h.leading(2, 1, 1);
+        assert!(h.ok(), "{:?}", h.violations);
+    }
+
+    #[test]
+    fn agreement_catches_two_commands_at_one_slot() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(2, 2, 0, 1, 1, 2, true);
+        assert_eq!(only(&h), Checker::Agreement);
+    }
+
+    #[test]
+    fn order_catches_a_gap_and_a_repeat() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(2, 1, 0, 3, 3, 3, true);
+        assert!(h.violations.iter().any(|v| v.checker == Checker::Order));
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(2, 1, 0, 1, 1, 1, true);
+        assert_eq!(only(&h), Checker::Order);
+    }
+
+    #[test]
+    fn integrity_catches_unknown_and_duplicated_commands() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 99, true);
+        assert_eq!(only(&h), Checker::Integrity);
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 5, true);
+        h.delivered(2, 1, 0, 2, 2, 5, true);
+        assert_eq!(only(&h), Checker::Integrity);
+    }
+
+    #[test]
+    fn crash_tolerance_catches_delivery_without_a_durable_quorum() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, false);
+        assert_eq!(only(&h), Checker::CrashTolerance);
+    }
+
+    #[test]
+    fn durability_catches_a_lost_slot() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(1, 1, 0, 2, 2, 2, true);
+        h.final_state(9, 2, &[1]);
+        assert_eq!(only(&h), Checker::Durability);
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.final_state(9, 2, &[3]);
+        assert_eq!(only(&h), Checker::Durability);
+    }
+
+    #[test]
+    fn leader_catches_two_leaders_in_one_epoch() {
+        let mut h = history();
+        h.leading(1, 1, 4);
+        h.leading(2, 2, 4);
+        assert_eq!(only(&h), Checker::Leader);
+    }
+
+    #[test]
+    fn snapshot_catches_a_wrong_restore() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(1, 1, 0, 2, 2, 2, true);
+        h.restored(3, 2, 1, &[1, 7]);
+        assert_eq!(only(&h), Checker::Snapshot);
+    }
+}

@@ -1,0 +1,161 @@
+//! Fault schedules: drawn from the run's seed before the run starts, so a seed names the whole
+//! schedule. Targets that depend on the run (the current leader) are resolved when a fault fires.
+
+use crate::SimConfig;
+use rand_core::RngCore;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// Crash a replica (losing every write that was not durable); it restarts when healed.
+    Crash,
+    /// Split the cluster in two, both directions.
+    Partition,
+    /// Split the cluster one way only: one side hears the other but cannot reach it.
+    OneWay,
+    /// Multiply the network latency to and from a replica.
+    SlowNode,
+    /// Multiply a replica's fsync latency.
+    SlowDisk,
+    /// Break one connection: messages in flight are lost, both ends are told.
+    LinkReset,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Crash,
+        FaultKind::Partition,
+        FaultKind::OneWay,
+        FaultKind::SlowNode,
+        FaultKind::SlowDisk,
+        FaultKind::LinkReset,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Crash => "crash",
+            FaultKind::Partition => "partition",
+            FaultKind::OneWay => "one-way",
+            FaultKind::SlowNode => "slow-node",
+            FaultKind::SlowDisk => "slow-disk",
+            FaultKind::LinkReset => "link-reset",
+        }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of fault kinds, as given on the command line: `all`, `none`, or a comma list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSet(pub Vec<FaultKind>);
+
+impl FaultSet {
+    pub fn all() -> Self {
+        FaultSet(FaultKind::ALL.to_vec())
+    }
+    pub fn none() -> Self {
+        FaultSet(Vec::new())
+    }
+}
+
+impl FromStr for FaultSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => return Ok(Self::all()),
+            "none" | "" => return Ok(Self::none()),
+            _ => {}
+        }
+        let mut kinds = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            let k = match part {
+                "restart" => FaultKind::Crash,
+                "heal" => continue,
+                _ => *FaultKind::ALL
+                    .iter()
+                    .find(|k| k.name() == part)
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown fault kind '{part}' (expected all, none, or a list of: {})",
+                            FaultKind::ALL.map(|k| k.name()).join(", ")
+                        )
+                    })?,
+            };
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
+        Ok(FaultSet(kinds))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub start_us: u64,
+    pub end_us: u64,
+    /// Aim at the current leader (when there is one).
+    pub at_leader: bool,
+    /// Slow-down factor for slow-node and slow-disk.
+    pub factor: u32,
+    /// Node indices, fixed when the fault fires.
+    pub resolved: Vec<usize>,
+    pub healed: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Schedule {
+    pub faults: Vec<Fault>,
+}
+
+fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
+    lo + rng.next_u64() % (hi - lo + 1)
+}
+
+impl Schedule {
+    pub fn generate<O>(rng: &mut impl RngCore, cfg: &SimConfig<O>) -> Self {
+        let kinds = &cfg.faults.0;
+        if kinds.is_empty() || cfg.max_faults == 0 {
+            return Schedule::default();
+        }
+        let window = cfg.fault_window_us;
+        let count = between(rng, 1, cfg.max_faults as u64);
+        let mut faults = Vec::new();
+        for _ in 0..count {
+            let kind = kinds[(rng.next_u64() % kinds.len() as u64) as usize];
+            let start_us = between(rng, window / 10, window * 9 / 10);
+            let len = between(rng, 50_000, cfg.max_fault_us.max(50_000));
+            faults.push(Fault {
+                kind,
+                start_us,
+                end_us: (start_us + len).min(window),
+                at_leader: rng.next_u64() % 2 == 0,
+                factor: between(rng, 5, 50) as u32,
+                resolved: Vec::new(),
+                healed: false,
+            });
+        }
+        faults.sort_by_key(|f| f.start_us);
+        Schedule { faults }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_fault_sets() {
+        assert_eq!("all".parse::<FaultSet>().unwrap(), FaultSet::all());
+        assert_eq!("none".parse::<FaultSet>().unwrap(), FaultSet::none());
+        let s: FaultSet = "crash,restart,one-way,heal".parse().unwrap();
+        assert_eq!(s.0, vec![FaultKind::Crash, FaultKind::OneWay]);
+        let e = "crash,meteor".parse::<FaultSet>().unwrap_err();
+        assert!(e.contains("meteor"), "{e}");
+    }
+}

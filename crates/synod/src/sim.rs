@@ -1,0 +1,188 @@
+//! `synod sim`: run seeds of a protocol in the simulator and print what the checkers found.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::time::Instant;
+use synod_sim::protocols;
+use synod_sim::{FaultSet, Report, SimConfig};
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Protocol to run (zab; zab-bug-* are deliberately broken, to show the checkers fire).
+    #[arg(long, default_value = "zab")]
+    protocol: String,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Range of seeds, START..END (END exclusive).
+    #[arg(long, default_value = "0..100", conflicts_with = "seed")]
+    seeds: String,
+    /// Run this one seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Fault kinds: all, none, or a comma list of crash, partition, one-way, slow-node,
+    /// slow-disk, link-reset.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Print the event trace of the run (with --seed).
+    #[arg(long, requires = "seed")]
+    trace: bool,
+    /// Closed-loop clients.
+    #[arg(long, default_value_t = 6)]
+    clients: usize,
+    /// Pause between a client's reply and its next command, in microseconds.
+    #[arg(long, default_value_t = 5_000)]
+    think_us: u64,
+    /// Bytes per command.
+    #[arg(long, default_value_t = 64)]
+    payload: usize,
+    /// Length of the fault phase in milliseconds of virtual time.
+    #[arg(long, default_value_t = 4_000)]
+    window_ms: u64,
+    /// Replicas that crash when the faults heal and never come back.
+    #[arg(long, default_value_t = 0)]
+    stay_down: usize,
+    /// Worker threads (default: available cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
+    let (a, b) = s
+        .split_once("..")
+        .with_context(|| format!("--seeds takes START..END, got '{s}'"))?;
+    let a: u64 = a.trim().parse().context("--seeds START")?;
+    let b: u64 = b.trim().parse().context("--seeds END")?;
+    if b <= a {
+        bail!("--seeds {s}: END must be greater than START");
+    }
+    Ok(a..b)
+}
+
+pub fn run(args: SimArgs) -> Result<i32> {
+    protocols::check_name(&args.protocol).map_err(anyhow::Error::msg)?;
+    if !(1..=15).contains(&args.nodes) {
+        bail!("--nodes must be between 1 and 15");
+    }
+    let faults: FaultSet = args.faults.parse().map_err(anyhow::Error::msg)?;
+    let mut cfg = SimConfig::new(args.nodes, 0, ());
+    cfg.faults = faults;
+    cfg.workload.clients = args.clients;
+    cfg.workload.think_us = args.think_us;
+    cfg.workload.payload_bytes = args.payload;
+    cfg.fault_window_us = args.window_ms * 1_000;
+    cfg.stay_down = args.stay_down;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+
+    let started = Instant::now();
+    let (report, seeds) = if let Some(seed) = args.seed {
+        cfg.seed = seed;
+        cfg.trace = args.trace;
+        let (mut r, trace) =
+            protocols::run_named_one(&args.protocol, &cfg).map_err(anyhow::Error::msg)?;
+        if let Some(t) = trace {
+            print!("{t}");
+        }
+        let v = std::mem::take(&mut r.violations);
+        let mut total = Report {
+            nodes: r.nodes,
+            ..Report::default()
+        };
+        r.violations = v;
+        total.merge(seed, r);
+        (total, seed..seed + 1)
+    } else {
+        let seeds = parse_range(&args.seeds)?;
+        let r = protocols::run_named_seeds(&args.protocol, &cfg, seeds.clone(), threads)
+            .map_err(anyhow::Error::msg)?;
+        (r, seeds)
+    };
+    let wall = started.elapsed();
+    print_report(&args, &report, &seeds, wall.as_secs_f64());
+    Ok(if report.failures.is_empty() { 0 } else { 1 })
+}
+
+fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s: f64) {
+    println!(
+        "synod sim: protocol {}, {} nodes, seeds {}..{}, faults {}",
+        args.protocol, args.nodes, seeds.start, seeds.end, args.faults
+    );
+    println!("runs            {}", r.runs);
+    let faults: Vec<String> = r.faults.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "faults          {}",
+        if faults.is_empty() {
+            "none".to_string()
+        } else {
+            faults.join(", ")
+        }
+    );
+    println!(
+        "commands        submitted {}, delivered to their client {}, slots committed {}, deliveries at all replicas {}",
+        r.submitted, r.completed, r.committed, r.deliveries
+    );
+    let vs = r.virtual_us as f64 / 1e6;
+    println!(
+        "latency         p50 {} us, p90 {} us, p99 {} us, max {} us (virtual, submit to delivery at the submitting replica)",
+        r.percentile_us(0.50),
+        r.percentile_us(0.90),
+        r.percentile_us(0.99),
+        r.latency.as_ref().map_or(0, |h| h.max())
+    );
+    println!(
+        "throughput      {:.0} commands/s of virtual time ({:.1} s simulated)",
+        if vs > 0.0 {
+            r.completed as f64 / vs
+        } else {
+            0.0
+        },
+        vs
+    );
+    let c = r.committed.max(1) as f64;
+    let followers = (r.nodes.saturating_sub(1)).max(1) as f64;
+    println!(
+        "messages/cmd    leader in {:.2} out {:.2}; each follower in {:.2} out {:.2}; while electing in {:.2} out {:.2}",
+        r.msgs_in[0] as f64 / c,
+        r.msgs_out[0] as f64 / c,
+        r.msgs_in[1] as f64 / c / followers,
+        r.msgs_out[1] as f64 / c / followers,
+        r.msgs_in[2] as f64 / c,
+        r.msgs_out[2] as f64 / c,
+    );
+    if !r.settle_us.is_empty() {
+        let mut s = r.settle_us.clone();
+        s.sort_unstable();
+        println!(
+            "settle          p50 {} ms, max {} ms (from healing to one leader followed by all)",
+            s[s.len() / 2] / 1000,
+            s[s.len() - 1] / 1000
+        );
+    }
+    println!(
+        "wall            {:.2} s, {:.0} simulated deliveries per second of wall time",
+        wall_s,
+        r.deliveries as f64 / wall_s.max(1e-9)
+    );
+    if r.failures.is_empty() {
+        println!("violations      0");
+    } else {
+        let seeds = r.failing_seeds();
+        println!(
+            "violations      {} in {} of {} runs",
+            r.failures.len(),
+            seeds.len(),
+            r.runs
+        );
+        for (seed, v) in &r.failures {
+            println!("  seed {seed}: {v}");
+        }
+        for seed in seeds.iter().take(5) {
+            println!(
+                "  reproduce: synod sim --protocol {} --nodes {} --faults {} --seed {seed} --trace",
+                args.protocol, args.nodes, args.faults
+            );
+        }
+    }
+}
