@@ -20,6 +20,7 @@
 use bytes::Bytes;
 use std::fmt::Debug;
 
+pub mod outbox;
 pub mod quorum;
 pub mod rng;
 

@@ -134,7 +134,7 @@ impl Schedule {
                 kind,
                 start_us,
                 end_us: (start_us + len).min(window),
-                at_leader: rng.next_u64() % 2 == 0,
+                at_leader: rng.next_u64() & 1 == 0,
                 factor: between(rng, 5, 50) as u32,
                 resolved: Vec::new(),
                 healed: false,

@@ -9,8 +9,9 @@ use hdrhistogram::Histogram;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::BinaryHeap;
 use std::fmt::Write as _;
+use synod_core::outbox::Outbox;
 use synod_core::{
     Actions, Apply, Cluster, Command, Dest, DurableState, Envelope, Event, Input, NodeId, Persist,
     Protocol, Role, Snapshot, TimeUs, WireSize,
@@ -123,9 +124,8 @@ struct Node<P: Protocol> {
     /// Ops waiting for the next fsync, and the ops of the fsync in progress.
     disk_queue: Vec<Op<P>>,
     disk_busy: Vec<Op<P>>,
-    durable_seq: u64,
     /// Envelopes held back by a durability barrier (and everything sent after them).
-    outbox: VecDeque<Envelope<P::Message>>,
+    outbox: Outbox<P::Message>,
     machine: Machine,
     role: Role,
     leader: Option<NodeId>,
@@ -157,6 +157,7 @@ pub struct World<P: Protocol> {
     next_command: u64,
     payload: Bytes,
     scratch: Out<P>,
+    ready: Vec<Envelope<P::Message>>,
     healed_at: Option<TimeUs>,
     stable_at: Option<TimeUs>,
     tracked_left: u64,
@@ -171,6 +172,7 @@ pub struct World<P: Protocol> {
 }
 
 const MAX_EVENTS: u64 = 50_000_000;
+const OUTBOX_LIMIT: usize = 1_000_000;
 
 fn mix(a: u64, b: u64) -> u64 {
     // splitmix64 of a combination: independent seeds per node incarnation.
@@ -193,8 +195,7 @@ impl<P: Protocol> World<P> {
                 durable: DurableState::default(),
                 disk_queue: Vec::new(),
                 disk_busy: Vec::new(),
-                durable_seq: 0,
-                outbox: VecDeque::new(),
+                outbox: Outbox::new(OUTBOX_LIMIT),
                 machine: Machine::default(),
                 role: Role::Electing,
                 leader: None,
@@ -227,6 +228,7 @@ impl<P: Protocol> World<P> {
             next_command: 1,
             payload,
             scratch: Actions::default(),
+            ready: Vec::new(),
             healed_at: None,
             stable_at: None,
             tracked_left: cfg.workload.liveness_commands,
@@ -441,10 +443,9 @@ impl<P: Protocol> World<P> {
     fn start_node(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         n.incarnation += 1;
-        n.durable_seq = 0;
         n.disk_queue.clear();
         n.disk_busy.clear();
-        n.outbox.clear();
+        n.outbox.reset();
         n.role = Role::Electing;
         n.leader = None;
         n.machine = n
@@ -489,7 +490,7 @@ impl<P: Protocol> World<P> {
         n.incarnation += 1;
         n.disk_queue.clear();
         n.disk_busy.clear();
-        n.outbox.clear();
+        n.outbox.reset();
         n.role = Role::Electing;
         // The process died: its connections break, and peers see them close.
         for j in 0..self.nodes.len() {
@@ -580,14 +581,15 @@ impl<P: Protocol> World<P> {
                 Event::Rejected { id: cmd, .. } => self.client_rejected(i, cmd),
             }
         }
+        let mut ready = std::mem::take(&mut self.ready);
         for env in out.send.drain(..) {
-            let n = &mut self.nodes[i];
-            if n.outbox.is_empty() && env.after_durable <= n.durable_seq {
-                self.transmit(i, env);
-            } else {
-                n.outbox.push_back(env);
-            }
+            let ok = self.nodes[i].outbox.push(env, |e| ready.push(e));
+            assert!(ok, "n{id}: more than {OUTBOX_LIMIT} envelopes held back");
         }
+        for env in ready.drain(..) {
+            self.transmit(i, env);
+        }
+        self.ready = ready;
         let every = self.cfg.snapshot_every;
         let m = &mut self.nodes[i].machine;
         let applied = m.ids.len() as u64;
@@ -680,15 +682,13 @@ impl<P: Protocol> World<P> {
         for p in n.disk_busy.drain(..) {
             n.durable.apply(&p.op);
         }
-        n.durable_seq = upto;
         // Release what was waiting for this write, in order.
-        while let Some(env) = self.nodes[i].outbox.front() {
-            if env.after_durable > self.nodes[i].durable_seq {
-                break;
-            }
-            let env = self.nodes[i].outbox.pop_front().expect("front");
+        let mut ready = std::mem::take(&mut self.ready);
+        n.outbox.durable(upto, |e| ready.push(e));
+        for env in ready.drain(..) {
             self.transmit(i, env);
         }
+        self.ready = ready;
         self.step(i, Input::Durable { upto });
         self.kick_disk(i);
     }
@@ -1024,11 +1024,4 @@ pub(crate) fn role_index(r: Role) -> usize {
         Role::Following | Role::Proposer => 1,
         Role::Electing => 2,
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send<P: Protocol>()
-where
-    HashMap<u64, P::Message>: Send,
-{
 }

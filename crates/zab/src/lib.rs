@@ -719,7 +719,7 @@ impl Zab {
         // Invariant: matches(lo); find the largest matching slot in [lo, hi].
         let (mut lo, mut hi) = (lo, hi);
         while lo < hi {
-            let mid = lo + (hi - lo + 1) / 2;
+            let mid = lo + (hi - lo).div_ceil(2);
             if matches(mid) {
                 lo = mid;
             } else {
