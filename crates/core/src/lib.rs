@@ -23,6 +23,7 @@ use std::fmt::Debug;
 pub mod outbox;
 pub mod quorum;
 pub mod rng;
+pub mod wire;
 
 /// A replica's identity within a cluster. Ids are small positive integers (1-based).
 pub type NodeId = u32;

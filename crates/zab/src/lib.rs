@@ -15,6 +15,7 @@
 //!   (F2) and [`Zab::deliver`] (L3/F2: abdeliver in order).
 //! * **Failure detection**: [`Zab::on_tick`] (heartbeats, SC1 leader silence, SC2 lost quorum).
 
+pub mod codec;
 pub mod log;
 pub mod msg;
 

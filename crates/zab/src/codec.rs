@@ -1,0 +1,412 @@
+//! Zab's wire and log encoding (see `synod_core::wire`).
+
+use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
+use bytes::{BufMut, Bytes, BytesMut};
+use synod_core::wire::{
+    get_bool, get_count, get_u32, get_u64, get_u8, Wire, WireError, WireResult,
+};
+use synod_core::{Command, Snapshot};
+
+impl Wire for Zxid {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u64(self.as_u64());
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(Zxid::from_u64(get_u64(b)?))
+    }
+}
+
+impl Wire for Point {
+    fn encode(&self, b: &mut BytesMut) {
+        self.zxid.encode(b);
+        b.put_u64(self.slot);
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(Point {
+            zxid: Zxid::decode(b)?,
+            slot: get_u64(b)?,
+        })
+    }
+}
+
+impl Wire for Entry {
+    fn encode(&self, b: &mut BytesMut) {
+        self.zxid.encode(b);
+        b.put_u64(self.slot);
+        self.command.encode(b);
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(Entry {
+            zxid: Zxid::decode(b)?,
+            slot: get_u64(b)?,
+            command: Command::decode(b)?,
+        })
+    }
+}
+
+impl Wire for Hard {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u32(self.accepted_epoch);
+        b.put_u32(self.accepted_leader);
+        b.put_u32(self.current_epoch);
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(Hard {
+            accepted_epoch: get_u32(b)?,
+            accepted_leader: get_u32(b)?,
+            current_epoch: get_u32(b)?,
+        })
+    }
+}
+
+impl Wire for Vote {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u32(self.epoch);
+        self.zxid.encode(b);
+        b.put_u32(self.leader);
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(Vote {
+            epoch: get_u32(b)?,
+            zxid: Zxid::decode(b)?,
+            leader: get_u32(b)?,
+        })
+    }
+}
+
+impl Wire for LogSummary {
+    fn encode(&self, b: &mut BytesMut) {
+        self.base.encode(b);
+        b.put_u32(self.epochs.len() as u32);
+        for &(e, c) in &self.epochs {
+            b.put_u32(e);
+            b.put_u32(c);
+        }
+        b.put_u8(self.overflow as u8);
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        let base = Point::decode(b)?;
+        let n = get_count(b, "log summary", 8)?;
+        let mut epochs = Vec::with_capacity(n);
+        for _ in 0..n {
+            epochs.push((get_u32(b)?, get_u32(b)?));
+        }
+        Ok(LogSummary {
+            base,
+            epochs,
+            overflow: get_bool(b)?,
+        })
+    }
+}
+
+impl Wire for SyncMode {
+    fn encode(&self, b: &mut BytesMut) {
+        match self {
+            SyncMode::Diff { from } => {
+                b.put_u8(1);
+                from.encode(b);
+            }
+            SyncMode::Trunc { to } => {
+                b.put_u8(2);
+                to.encode(b);
+            }
+            SyncMode::Snap(s) => {
+                b.put_u8(3);
+                s.encode(b);
+            }
+        }
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(match get_u8(b)? {
+            1 => SyncMode::Diff {
+                from: Point::decode(b)?,
+            },
+            2 => SyncMode::Trunc {
+                to: Point::decode(b)?,
+            },
+            3 => SyncMode::Snap(Snapshot::decode(b)?),
+            _ => return Err(WireError::Invalid("sync mode")),
+        })
+    }
+}
+
+impl Wire for PeerState {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u8(match self {
+            PeerState::Looking => 1,
+            PeerState::Following => 2,
+            PeerState::Leading => 3,
+        });
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(match get_u8(b)? {
+            1 => PeerState::Looking,
+            2 => PeerState::Following,
+            3 => PeerState::Leading,
+            _ => return Err(WireError::Invalid("peer state")),
+        })
+    }
+}
+
+impl Wire for Msg {
+    fn encode(&self, b: &mut BytesMut) {
+        match self {
+            Msg::Notification { round, vote, state } => {
+                b.put_u8(1);
+                b.put_u64(*round);
+                vote.encode(b);
+                state.encode(b);
+            }
+            Msg::FollowerInfo {
+                accepted_epoch,
+                accepted_leader,
+            } => {
+                b.put_u8(2);
+                b.put_u32(*accepted_epoch);
+                b.put_u32(*accepted_leader);
+            }
+            Msg::NewEpoch { epoch } => {
+                b.put_u8(3);
+                b.put_u32(*epoch);
+            }
+            Msg::AckEpoch {
+                epoch,
+                current_epoch,
+                summary,
+            } => {
+                b.put_u8(4);
+                b.put_u32(*epoch);
+                b.put_u32(*current_epoch);
+                summary.encode(b);
+            }
+            Msg::Sync { epoch, mode } => {
+                b.put_u8(5);
+                b.put_u32(*epoch);
+                mode.encode(b);
+            }
+            Msg::Entries { epoch, entries } => {
+                b.put_u8(6);
+                b.put_u32(*epoch);
+                entries.encode(b);
+            }
+            Msg::NewLeader { epoch, last } => {
+                b.put_u8(7);
+                b.put_u32(*epoch);
+                last.encode(b);
+            }
+            Msg::AckNewLeader { epoch } => {
+                b.put_u8(8);
+                b.put_u32(*epoch);
+            }
+            Msg::UpToDate { epoch, commit } => {
+                b.put_u8(9);
+                b.put_u32(*epoch);
+                commit.encode(b);
+            }
+            Msg::Proposal { epoch, entry } => {
+                b.put_u8(10);
+                b.put_u32(*epoch);
+                entry.encode(b);
+            }
+            Msg::Ack { epoch, zxid } => {
+                b.put_u8(11);
+                b.put_u32(*epoch);
+                zxid.encode(b);
+            }
+            Msg::Commit { epoch, at } => {
+                b.put_u8(12);
+                b.put_u32(*epoch);
+                at.encode(b);
+            }
+            Msg::Ping {
+                epoch,
+                commit,
+                last,
+            } => {
+                b.put_u8(13);
+                b.put_u32(*epoch);
+                commit.encode(b);
+                last.encode(b);
+            }
+            Msg::Forward { command } => {
+                b.put_u8(14);
+                command.encode(b);
+            }
+        }
+    }
+
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        Ok(match get_u8(b)? {
+            1 => Msg::Notification {
+                round: get_u64(b)?,
+                vote: Vote::decode(b)?,
+                state: PeerState::decode(b)?,
+            },
+            2 => Msg::FollowerInfo {
+                accepted_epoch: get_u32(b)?,
+                accepted_leader: get_u32(b)?,
+            },
+            3 => Msg::NewEpoch { epoch: get_u32(b)? },
+            4 => Msg::AckEpoch {
+                epoch: get_u32(b)?,
+                current_epoch: get_u32(b)?,
+                summary: LogSummary::decode(b)?,
+            },
+            5 => Msg::Sync {
+                epoch: get_u32(b)?,
+                mode: SyncMode::decode(b)?,
+            },
+            6 => Msg::Entries {
+                epoch: get_u32(b)?,
+                entries: Vec::<Entry>::decode(b)?,
+            },
+            7 => Msg::NewLeader {
+                epoch: get_u32(b)?,
+                last: Point::decode(b)?,
+            },
+            8 => Msg::AckNewLeader { epoch: get_u32(b)? },
+            9 => Msg::UpToDate {
+                epoch: get_u32(b)?,
+                commit: Point::decode(b)?,
+            },
+            10 => Msg::Proposal {
+                epoch: get_u32(b)?,
+                entry: Entry::decode(b)?,
+            },
+            11 => Msg::Ack {
+                epoch: get_u32(b)?,
+                zxid: Zxid::decode(b)?,
+            },
+            12 => Msg::Commit {
+                epoch: get_u32(b)?,
+                at: Point::decode(b)?,
+            },
+            13 => Msg::Ping {
+                epoch: get_u32(b)?,
+                commit: Point::decode(b)?,
+                last: Zxid::decode(b)?,
+            },
+            14 => Msg::Forward {
+                command: Command::decode(b)?,
+            },
+            _ => return Err(WireError::Invalid("message type")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use synod_core::rng::CoreRng;
+    use synod_core::Position;
+
+    fn samples() -> Vec<Msg> {
+        let z = Zxid::new(3, 7);
+        let p = Point { zxid: z, slot: 99 };
+        let cmd = Command {
+            id: 5,
+            payload: Bytes::from_static(b"payload"),
+        };
+        let entry = Entry {
+            zxid: z,
+            slot: 99,
+            command: cmd.clone(),
+        };
+        vec![
+            Msg::Notification {
+                round: 4,
+                vote: Vote {
+                    epoch: 2,
+                    zxid: z,
+                    leader: 3,
+                },
+                state: PeerState::Following,
+            },
+            Msg::FollowerInfo {
+                accepted_epoch: 3,
+                accepted_leader: 1,
+            },
+            Msg::NewEpoch { epoch: 4 },
+            Msg::AckEpoch {
+                epoch: 4,
+                current_epoch: 3,
+                summary: LogSummary {
+                    base: p,
+                    epochs: vec![(3, 9), (4, 1)],
+                    overflow: false,
+                },
+            },
+            Msg::Sync {
+                epoch: 4,
+                mode: SyncMode::Trunc { to: p },
+            },
+            Msg::Sync {
+                epoch: 4,
+                mode: SyncMode::Snap(Snapshot {
+                    at: Position { slot: 9, tag: 3 },
+                    data: Bytes::from_static(b"state"),
+                }),
+            },
+            Msg::Sync {
+                epoch: 4,
+                mode: SyncMode::Diff { from: p },
+            },
+            Msg::Entries {
+                epoch: 4,
+                entries: vec![entry.clone(), entry.clone()],
+            },
+            Msg::NewLeader { epoch: 4, last: p },
+            Msg::AckNewLeader { epoch: 4 },
+            Msg::UpToDate {
+                epoch: 4,
+                commit: p,
+            },
+            Msg::Proposal { epoch: 4, entry },
+            Msg::Ack { epoch: 4, zxid: z },
+            Msg::Commit { epoch: 4, at: p },
+            Msg::Ping {
+                epoch: 4,
+                commit: p,
+                last: z,
+            },
+            Msg::Forward { command: cmd },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in samples() {
+            let bytes = m.to_bytes();
+            let back = Msg::from_bytes(bytes.clone()).unwrap();
+            assert_eq!(back.to_bytes(), bytes, "{m:?}");
+        }
+        let h = Hard {
+            accepted_epoch: 1,
+            accepted_leader: 2,
+            current_epoch: 3,
+        };
+        assert_eq!(Hard::from_bytes(h.to_bytes()).unwrap(), h);
+    }
+
+    #[test]
+    fn truncated_and_mutated_messages_are_errors_not_panics() {
+        let mut rng = CoreRng::new(11);
+        for m in samples() {
+            let bytes = m.to_bytes();
+            for cut in 0..bytes.len() {
+                assert!(Msg::from_bytes(bytes.slice(..cut)).is_err());
+            }
+            for _ in 0..200 {
+                let mut v = bytes.to_vec();
+                let i = rng.below(v.len() as u64) as usize;
+                v[i] ^= 1 << rng.below(8);
+                let _ = Msg::from_bytes(Bytes::from(v));
+            }
+        }
+        for _ in 0..20_000 {
+            let len = rng.below(64) as usize;
+            let v: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            let _ = Msg::from_bytes(Bytes::from(v));
+        }
+    }
+}
