@@ -302,6 +302,11 @@ pub trait WireSize {
     fn wire_size(&self) -> usize;
 }
 
+/// A short name of a message's type, for per-type counters and traces.
+pub trait MessageKind {
+    fn kind(&self) -> &'static str;
+}
+
 /// Membership of the cluster as seen by one replica.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {

@@ -1,5 +1,7 @@
 //! The `synod` command.
 
+mod dev;
+mod server;
 mod sim;
 
 use clap::{Parser, Subcommand};
@@ -19,11 +21,29 @@ struct Cli {
 enum Command {
     /// Run protocol cores in the deterministic simulator and check every history.
     Sim(sim::SimArgs),
+    /// Run one replica.
+    Server(server::ServerArgs),
+    /// Run a local cluster on loopback (one process per replica) until Ctrl-C.
+    Dev(dev::DevArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Server(args) => match server::run(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("synod server: {e:#}");
+                1
+            }
+        },
+        Command::Dev(args) => match dev::run(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("synod dev: {e:#}");
+                1
+            }
+        },
         Command::Sim(args) => match sim::run(args) {
             Ok(code) => code,
             Err(e) => {

@@ -65,6 +65,9 @@ pub struct Options {
     pub log_retain: u64,
     /// Commands queued at a leader that is not yet established.
     pub max_queued: usize,
+    /// Proposals an established leader keeps in flight (logged, not yet committed); beyond it
+    /// new commands are refused (`Reject::Busy`), so a slow quorum pushes back on clients.
+    pub max_inflight: u64,
     /// Entries per synchronisation message.
     pub sync_batch: usize,
     /// Epochs a log summary may carry before the leader must send a snapshot instead.
@@ -85,6 +88,7 @@ impl Default for Options {
             finalize_wait_us: 20_000,
             log_retain: 1_000,
             max_queued: 10_000,
+            max_inflight: 50_000,
             sync_batch: 256,
             max_summary_epochs: 4_096,
             bug: None,
@@ -980,8 +984,19 @@ impl Zab {
 
     fn on_submit(&mut self, command: Command, out: &mut ZabActions) {
         let max_queued = self.opts.max_queued;
+        let last = self.log.last().slot;
+        let max_inflight = self.opts.max_inflight;
         match &mut self.phase {
-            Phase::Leading(l) if l.stage == LStage::Broadcast => self.propose(command, out),
+            Phase::Leading(l) if l.stage == LStage::Broadcast => {
+                if last - l.commit.slot >= max_inflight {
+                    out.events.push(Event::Rejected {
+                        id: command.id,
+                        reason: Reject::Busy,
+                    });
+                } else {
+                    self.propose(command, out);
+                }
+            }
             Phase::Leading(l) => {
                 if l.queued.len() < max_queued {
                     l.queued.push_back(command);
@@ -1220,8 +1235,12 @@ impl Zab {
         if let Some(p) = l.peers.get_mut(&from) {
             p.last_heard = now;
         }
+        // Beyond the bounds the command is dropped: the forwarding replica's client sees no
+        // delivery and retries, as after any lost connection.
         if l.stage == LStage::Broadcast {
-            self.propose(command, out);
+            if self.log.last().slot - l.commit.slot < self.opts.max_inflight {
+                self.propose(command, out);
+            }
         } else if l.queued.len() < max_queued {
             l.queued.push_back(command);
         }

@@ -241,9 +241,9 @@ pub enum Msg {
     Forward { command: Command },
 }
 
-impl Msg {
+impl synod_core::MessageKind for Msg {
     /// A short name, for per-type message counters.
-    pub fn kind(&self) -> &'static str {
+    fn kind(&self) -> &'static str {
         match self {
             Msg::Notification { .. } => "notification",
             Msg::FollowerInfo { .. } => "followerinfo",

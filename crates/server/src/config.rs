@@ -1,0 +1,297 @@
+//! Server configuration: a TOML file, every key of which can be overridden on the command line
+//! (`--set key=value`, dotted keys for sections). Unknown keys and bad values are errors that
+//! name the key.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use synod_core::NodeId;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Name of the cluster; a data directory or a peer of another cluster is refused.
+    pub cluster_id: String,
+    /// This replica's id (a key of `peers`).
+    pub node_id: NodeId,
+    /// Replication protocol (`zab`).
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`.
+    pub peers: BTreeMap<String, SocketAddr>,
+    /// Where this replica listens for peers (defaults to its entry in `peers`).
+    #[serde(default)]
+    pub peer_addr: Option<SocketAddr>,
+    /// ZooKeeper client port (served from the ZooKeeper front end).
+    #[serde(default)]
+    pub client_addr: Option<SocketAddr>,
+    /// Admin HTTP: /metrics, /health, /v1/status, /v1/kv.
+    pub admin_addr: SocketAddr,
+    pub data_dir: PathBuf,
+    /// `always` (fdatasync every batch) or `never` (benchmarks only: unsafe).
+    #[serde(default = "default_fsync")]
+    pub fsync: String,
+    /// Deliveries between two snapshots of the state machine.
+    #[serde(default = "default_snapshot_every")]
+    pub snapshot_every: u64,
+    /// tracing filter, e.g. `info` or `synod_server=debug,info`.
+    #[serde(default = "default_log_level")]
+    pub log_level: String,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub zab: ZabTuning,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest message between peers (reassembled from chunks).
+    pub max_message_bytes: u64,
+    /// Chunk size for large messages (snapshots) on the peer transport.
+    pub chunk_bytes: u64,
+    /// Messages queued for one peer before it counts as too slow and is disconnected.
+    pub peer_queue: usize,
+    /// Client requests waiting for their delivery at this replica.
+    pub max_pending_requests: usize,
+    /// Largest value accepted by the KV API.
+    pub max_value_bytes: usize,
+    /// Largest key accepted by the KV API.
+    pub max_key_bytes: usize,
+    /// WAL segment size.
+    pub segment_bytes: u64,
+    /// Seconds a client request waits for its delivery.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: 1 << 30,
+            chunk_bytes: 1 << 20,
+            peer_queue: 100_000,
+            max_pending_requests: 50_000,
+            max_value_bytes: 1 << 20,
+            max_key_bytes: 1024,
+            segment_bytes: 64 << 20,
+            request_timeout_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZabTuning {
+    pub tick_ms: u64,
+    pub heartbeat_ms: u64,
+    pub follower_timeout_ms: u64,
+    pub leader_timeout_ms: u64,
+    pub discovery_timeout_ms: u64,
+    pub log_retain: u64,
+    pub max_inflight: u64,
+}
+
+impl Default for ZabTuning {
+    fn default() -> Self {
+        Self {
+            tick_ms: 20,
+            heartbeat_ms: 100,
+            follower_timeout_ms: 1_000,
+            leader_timeout_ms: 1_000,
+            discovery_timeout_ms: 2_000,
+            log_retain: 10_000,
+            max_inflight: 20_000,
+        }
+    }
+}
+
+fn default_protocol() -> String {
+    "zab".into()
+}
+fn default_fsync() -> String {
+    "always".into()
+}
+fn default_snapshot_every() -> u64 {
+    100_000
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+
+impl Config {
+    /// Load `path` (if any), apply `key=value` overrides, deserialize and validate.
+    pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Config> {
+        let mut doc: toml::Table = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("cannot read config file {}", p.display()))?;
+                text.parse()
+                    .with_context(|| format!("config file {} is not valid TOML", p.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        for o in overrides {
+            let (key, value) = o
+                .split_once('=')
+                .with_context(|| format!("--set {o}: expected key=value"))?;
+            set_path(&mut doc, key.trim(), parse_value(value.trim()))
+                .with_context(|| format!("--set {o}"))?;
+        }
+        let cfg: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                anyhow::anyhow!("config key {path}: {}", inner.message().trim())
+            })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.cluster_id.is_empty() {
+            bail!("config key cluster_id: must not be empty");
+        }
+        if self.protocol != "zab" {
+            bail!(
+                "config key protocol: '{}' is not supported by the server yet (supported: zab)",
+                self.protocol
+            );
+        }
+        if !matches!(self.fsync.as_str(), "always" | "never") {
+            bail!(
+                "config key fsync: '{}' (expected always or never)",
+                self.fsync
+            );
+        }
+        let members = self.members()?;
+        if !members.contains_key(&self.node_id) {
+            bail!(
+                "config key node_id: {} is not one of the peers ({:?})",
+                self.node_id,
+                members.keys().collect::<Vec<_>>()
+            );
+        }
+        if self.snapshot_every == 0 {
+            bail!("config key snapshot_every: must be at least 1");
+        }
+        if self.limits.chunk_bytes == 0 || self.limits.chunk_bytes > 64 << 20 {
+            bail!("config key limits.chunk_bytes: must be between 1 and 64 MiB");
+        }
+        if self.zab.tick_ms == 0 || self.zab.heartbeat_ms < self.zab.tick_ms {
+            bail!("config key zab.heartbeat_ms: must be at least zab.tick_ms (> 0)");
+        }
+        if self.zab.follower_timeout_ms < 2 * self.zab.heartbeat_ms {
+            bail!("config key zab.follower_timeout_ms: must be at least twice zab.heartbeat_ms");
+        }
+        Ok(())
+    }
+
+    /// Members by id.
+    pub fn members(&self) -> Result<BTreeMap<NodeId, SocketAddr>> {
+        let mut m = BTreeMap::new();
+        for (k, v) in &self.peers {
+            let id: NodeId = k
+                .parse()
+                .ok()
+                .filter(|&i| i > 0)
+                .with_context(|| format!("config key peers.{k}: ids are positive integers"))?;
+            m.insert(id, *v);
+        }
+        if m.is_empty() {
+            bail!("config key peers: at least one member is required");
+        }
+        Ok(m)
+    }
+
+    pub fn peer_listen_addr(&self) -> SocketAddr {
+        self.peer_addr
+            .unwrap_or_else(|| self.members().expect("validated")[&self.node_id])
+    }
+
+    pub fn zab_options(&self) -> synod_zab::Options {
+        let z = &self.zab;
+        synod_zab::Options {
+            tick_us: z.tick_ms * 1_000,
+            heartbeat_us: z.heartbeat_ms * 1_000,
+            follower_timeout_us: z.follower_timeout_ms * 1_000,
+            leader_timeout_us: z.leader_timeout_ms * 1_000,
+            discovery_timeout_us: z.discovery_timeout_ms * 1_000,
+            election_resend_us: z.heartbeat_ms * 1_000,
+            election_resend_max_us: z.follower_timeout_ms * 1_000,
+            finalize_wait_us: z.tick_ms * 1_000,
+            log_retain: z.log_retain,
+            max_inflight: z.max_inflight,
+            ..synod_zab::Options::default()
+        }
+    }
+}
+
+fn parse_value(v: &str) -> toml::Value {
+    // A TOML value if it parses as one (numbers, booleans, arrays, quoted strings), else a string.
+    format!("x = {v}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("x"))
+        .unwrap_or_else(|| toml::Value::String(v.to_string()))
+}
+
+fn set_path(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().filter(|s| !s.is_empty()).context("empty key")?;
+    let mut table = doc;
+    for p in parts {
+        table = table
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .with_context(|| format!("{p} is not a section"))?;
+    }
+    table.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &[&str] = &[
+        "cluster_id=test",
+        "node_id=1",
+        "peers.1=\"127.0.0.1:2881\"",
+        "peers.2=\"127.0.0.1:2882\"",
+        "admin_addr=\"127.0.0.1:9181\"",
+        "data_dir=/tmp/x",
+    ];
+
+    fn load(extra: &[&str]) -> Result<Config> {
+        let o: Vec<String> = BASE.iter().chain(extra).map(|s| s.to_string()).collect();
+        Config::load(None, &o)
+    }
+
+    #[test]
+    fn overrides_build_a_config() {
+        let c = load(&["zab.tick_ms=5", "limits.peer_queue=7"]).unwrap();
+        assert_eq!(c.zab.tick_ms, 5);
+        assert_eq!(c.limits.peer_queue, 7);
+        assert_eq!(c.peer_listen_addr().port(), 2881);
+        assert_eq!(c.members().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = load(&["colour=blue"]).unwrap_err().to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = load(&["node_id=3"]).unwrap_err().to_string();
+        assert!(e.contains("node_id"), "{e}");
+        let e = load(&["fsync=sometimes"]).unwrap_err().to_string();
+        assert!(e.contains("fsync"), "{e}");
+        let e = load(&["zab.tick_ms=\"soon\""]).unwrap_err().to_string();
+        assert!(e.contains("tick_ms"), "{e}");
+        let e = load(&["protocol=raft"]).unwrap_err().to_string();
+        assert!(e.contains("protocol"), "{e}");
+        let e = Config::load(None, &[]).unwrap_err().to_string();
+        assert!(e.contains("cluster_id"), "{e}");
+    }
+}

@@ -1,0 +1,209 @@
+//! The synod server: runs a protocol core for real (see [`driver`]), with a peer transport
+//! ([`transport`]), the write-ahead log (`synod-log`), background snapshots, Prometheus metrics
+//! and an admin HTTP endpoint.
+
+pub mod admin;
+pub mod config;
+pub mod driver;
+pub mod machine;
+pub mod metrics;
+pub mod transport;
+
+use anyhow::{bail, Context, Result};
+use config::Config;
+use driver::{Driver, DriverInput, DriverParts, Status};
+use machine::{KvMachine, StateMachine};
+use metrics::Metrics;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use synod_core::{Cluster, Protocol};
+use synod_log::{FsyncPolicy, Wal, WalOptions};
+use synod_zab::Zab;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
+use transport::{TransportConfig, TransportStats};
+
+/// Written in the data directory at first start; a later start with another cluster id, node id
+/// or protocol refuses to use the directory.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Identity {
+    pub cluster_id: String,
+    pub node_id: u32,
+    pub protocol: String,
+}
+
+pub const IDENTITY_FILE: &str = "identity.toml";
+
+pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))?;
+    let mine = Identity {
+        cluster_id: cfg.cluster_id.clone(),
+        node_id: cfg.node_id,
+        protocol: cfg.protocol.clone(),
+    };
+    let path = dir.join(IDENTITY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let found: Identity =
+                toml::from_str(&text).with_context(|| format!("{} is damaged", path.display()))?;
+            if found != mine {
+                bail!(
+                    "data directory {} belongs to cluster '{}' node {} (protocol {}), \
+                     but this server is cluster '{}' node {} (protocol {}); refusing to start. \
+                     Point data_dir elsewhere or remove the directory if it is no longer needed.",
+                    dir.display(),
+                    found.cluster_id,
+                    found.node_id,
+                    found.protocol,
+                    mine.cluster_id,
+                    mine.node_id,
+                    mine.protocol
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let text = toml::to_string(&mine).expect("identity serialises");
+            synod_log::write_file_durably(dir, IDENTITY_FILE, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(())
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Run a replica until SIGTERM or SIGINT.
+pub async fn run(cfg: Config) -> Result<()> {
+    let dir = cfg.data_dir.clone();
+    check_identity(&dir, &cfg)?;
+    let members = cfg.members()?;
+    let wal_opts = WalOptions {
+        dir: dir.join("wal"),
+        segment_bytes: cfg.limits.segment_bytes,
+        fsync: if cfg.fsync == "always" {
+            FsyncPolicy::Always
+        } else {
+            FsyncPolicy::Never
+        },
+    };
+    let (wal, durable, recovery) = Wal::<<Zab as Protocol>::Record, <Zab as Protocol>::Hard>::open(
+        wal_opts,
+    )
+    .with_context(|| {
+        format!(
+            "cannot open the write-ahead log in {}",
+            dir.join("wal").display()
+        )
+    })?;
+    for w in &recovery.warnings {
+        warn!("log recovery: {w}");
+    }
+    let mut machine = KvMachine::default();
+    if let Some(s) = &durable.snapshot {
+        machine.restore(s).map_err(|e| {
+            anyhow::anyhow!("the snapshot at slot {} cannot be read: {e}", s.at.slot)
+        })?;
+    }
+    info!(
+        records = recovery.records,
+        snapshot_slot = machine.applied().slot,
+        log_records = durable.records.len(),
+        "recovered from the data directory"
+    );
+    let initial_log_bytes = wal.log_bytes();
+    let cluster = Cluster::new(cfg.node_id, members.keys().copied().collect());
+    let core = Zab::restore(cluster, cfg.zab_options(), durable, rand::random());
+
+    let stats = Arc::new(TransportStats::default());
+    let metrics = Arc::new(Metrics::new(stats.clone()));
+    let machine = Arc::new(Mutex::new(machine));
+    let status = Arc::new(Mutex::new(Status {
+        node_id: cfg.node_id,
+        cluster_id: cfg.cluster_id.clone(),
+        protocol: cfg.protocol.clone(),
+        ..Status::default()
+    }));
+    let (tx, rx) = mpsc::channel(65_536);
+    let tcfg = TransportConfig {
+        cluster_id: cfg.cluster_id.clone(),
+        protocol: cfg.protocol.clone(),
+        me: cfg.node_id,
+        members: members.clone(),
+        chunk_bytes: cfg.limits.chunk_bytes as usize,
+        max_message_bytes: cfg.limits.max_message_bytes as usize,
+        peer_queue: cfg.limits.peer_queue,
+    };
+    let peer_addr = cfg.peer_listen_addr();
+    let listener = TcpListener::bind(peer_addr)
+        .await
+        .with_context(|| format!("cannot listen for peers on {peer_addr}"))?;
+    let admin_listener = TcpListener::bind(cfg.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen for admin HTTP on {}", cfg.admin_addr))?;
+    let peers = transport::start_outbound(&tcfg, tx.clone(), stats.clone());
+    let inbound = tokio::spawn(transport::serve_inbound(tcfg, listener, tx.clone(), stats));
+    let admin_state = Arc::new(admin::AdminState {
+        status: status.clone(),
+        metrics: metrics.clone(),
+        machine: machine.clone(),
+        driver: tx.clone(),
+        max_key_bytes: cfg.limits.max_key_bytes,
+        max_value_bytes: cfg.limits.max_value_bytes,
+    });
+    let app = admin::router(admin_state);
+    let admin = tokio::spawn(async move {
+        if let Err(e) = axum::serve(admin_listener, app).await {
+            warn!("admin HTTP stopped: {e}");
+        }
+    });
+    info!(
+        node = cfg.node_id,
+        cluster = %cfg.cluster_id,
+        peer = %peer_addr,
+        admin = %cfg.admin_addr,
+        "synod replica started"
+    );
+    let driver = Driver::new(DriverParts {
+        core,
+        machine,
+        rx,
+        tx: tx.clone(),
+        peers,
+        wal,
+        data_dir: dir.join("wal"),
+        status,
+        metrics,
+        me: cfg.node_id,
+        snapshot_every: cfg.snapshot_every,
+        max_pending: cfg.limits.max_pending_requests,
+        request_timeout: Duration::from_millis(cfg.limits.request_timeout_ms),
+        initial_log_bytes,
+    });
+    let driver = tokio::spawn(driver.run());
+
+    wait_for_signal().await;
+    info!("signal received: stop accepting, flush the log, close peers");
+    admin.abort();
+    inbound.abort();
+    let (done, flushed) = oneshot::channel();
+    if tx.send(DriverInput::Shutdown(done)).await.is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(10), flushed).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
+    info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
