@@ -1,0 +1,7 @@
+//! ZooKeeper compatibility for synod: the jute codec of ZooKeeper's client protocol, the
+//! replicated data tree with ZooKeeper's semantics, the transactions that change it, and the
+//! watch registry. The server crate puts a network front end on it.
+
+pub mod jute;
+pub mod path;
+pub mod tree;

@@ -1,0 +1,722 @@
+//! The replicated ZooKeeper data tree: znodes with ZooKeeper's Stat semantics, sessions and
+//! their ephemerals, ACLs. Persistent (copy-on-write) maps make a snapshot view an O(1) clone and
+//! let a `multi` run on a scratch copy that is kept only if every op succeeds.
+
+use crate::jute::{err, mode, perms, Acl, Id, Stat};
+use crate::path;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// `ephemeralOwner` of a container node (EphemeralType.CONTAINER).
+pub const CONTAINER_OWNER: i64 = i64::MIN;
+/// `ephemeralOwner` high byte of a TTL node (EphemeralType.TTL): 0xFF << 56 | ttl.
+pub const TTL_OWNER_MASK: i64 = 0xFFi64 << 56;
+/// Largest TTL (the low 56 bits minus one bit, as ZooKeeper's EphemeralType.TTL allows).
+pub const MAX_TTL_MS: i64 = (1i64 << 40) - 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Persistent,
+    Ephemeral(i64),
+    Container,
+    Ttl(i64),
+}
+
+impl Kind {
+    pub fn owner(self) -> i64 {
+        match self {
+            Kind::Persistent => 0,
+            Kind::Ephemeral(s) => s,
+            Kind::Container => CONTAINER_OWNER,
+            Kind::Ttl(ms) => TTL_OWNER_MASK | ms,
+        }
+    }
+    pub fn from_owner(o: i64) -> Kind {
+        if o == 0 {
+            Kind::Persistent
+        } else if o == CONTAINER_OWNER {
+            Kind::Container
+        } else if o & TTL_OWNER_MASK == TTL_OWNER_MASK {
+            Kind::Ttl(o & !TTL_OWNER_MASK)
+        } else {
+            Kind::Ephemeral(o)
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub data: Bytes,
+    pub acl: Arc<Vec<Acl>>,
+    pub stat: Stat,
+    pub children: imbl::OrdSet<Arc<str>>,
+}
+
+impl Node {
+    pub fn kind(&self) -> Kind {
+        Kind::from_owner(self.stat.ephemeral_owner)
+    }
+    /// The Stat as clients see it (numChildren and dataLength are derived).
+    pub fn stat(&self) -> Stat {
+        Stat {
+            num_children: self.children.len() as i32,
+            data_length: self.data.len() as i32,
+            ..self.stat
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub timeout_ms: i32,
+    pub password: Bytes,
+    pub ephemerals: imbl::OrdSet<Arc<str>>,
+}
+
+/// A change to the tree, for watches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Created(Arc<str>),
+    Deleted(Arc<str>),
+    DataChanged(Arc<str>),
+    ChildrenChanged(Arc<str>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub nodes: imbl::HashMap<Arc<str>, Node>,
+    pub sessions: imbl::OrdMap<i64, Session>,
+    /// Container and TTL nodes, which the leader reaps when they qualify.
+    pub reapable: imbl::OrdSet<Arc<str>>,
+}
+
+pub fn open_acl() -> Arc<Vec<Acl>> {
+    Arc::new(vec![Acl {
+        perms: perms::ALL,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }])
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        let mut t = Tree {
+            nodes: imbl::HashMap::new(),
+            sessions: imbl::OrdMap::new(),
+            reapable: imbl::OrdSet::new(),
+        };
+        let empty = |acl: Arc<Vec<Acl>>| Node {
+            data: Bytes::new(),
+            acl,
+            stat: Stat::default(),
+            children: imbl::OrdSet::new(),
+        };
+        // As in ZooKeeper: "/" and the system node "/zookeeper" with "quota" and "config".
+        let mut root = empty(open_acl());
+        root.children.insert(Arc::from("zookeeper"));
+        let mut zk = empty(open_acl());
+        zk.children.insert(Arc::from("quota"));
+        zk.children.insert(Arc::from("config"));
+        t.nodes.insert(Arc::from("/"), root);
+        t.nodes.insert(Arc::from("/zookeeper"), zk);
+        t.nodes
+            .insert(Arc::from("/zookeeper/quota"), empty(open_acl()));
+        let read_only = Arc::new(vec![Acl {
+            perms: perms::READ,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }]);
+        t.nodes
+            .insert(Arc::from("/zookeeper/config"), empty(read_only));
+        t
+    }
+}
+
+/// Can `auth` (the session's identities) do `perm` under `acl`?
+pub fn allowed(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
+    if auth.iter().any(|i| i.scheme == "super") {
+        return true;
+    }
+    acl.iter().any(|a| {
+        a.perms & perm != 0
+            && match a.id.scheme.as_str() {
+                "world" => a.id.id == "anyone",
+                "ip" => auth
+                    .iter()
+                    .any(|i| i.scheme == "ip" && ip_matches(&a.id.id, &i.id)),
+                _ => auth.iter().any(|i| *i == a.id),
+            }
+    })
+}
+
+/// `spec` is an address or `address/bits` (IPv4).
+fn ip_matches(spec: &str, addr: &str) -> bool {
+    let parse = |s: &str| -> Option<u32> {
+        let o: Vec<u8> = s
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        (o.len() == 4).then(|| u32::from_be_bytes([o[0], o[1], o[2], o[3]]))
+    };
+    let (net, bits) = match spec.split_once('/') {
+        Some((n, b)) => (n, b.parse::<u32>().unwrap_or(33)),
+        None => (spec, 32),
+    };
+    match (parse(net), parse(addr)) {
+        (Some(n), Some(a)) if bits <= 32 => {
+            let mask = if bits == 0 {
+                0
+            } else {
+                u32::MAX << (32 - bits)
+            };
+            n & mask == a & mask
+        }
+        _ => spec == addr,
+    }
+}
+
+/// Check and complete an ACL for a create or setACL (the `auth` scheme stands for the session's
+/// authenticated identities).
+pub fn fix_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, i32> {
+    if acl.is_empty() {
+        return Err(err::INVALID_ACL);
+    }
+    let mut out = Vec::new();
+    for a in acl {
+        if a.perms & !perms::ALL != 0 {
+            return Err(err::INVALID_ACL);
+        }
+        match a.id.scheme.as_str() {
+            "world" if a.id.id == "anyone" => out.push(a.clone()),
+            "auth" => {
+                let mut any = false;
+                for i in auth
+                    .iter()
+                    .filter(|i| i.scheme != "ip" && i.scheme != "super")
+                {
+                    any = true;
+                    out.push(Acl {
+                        perms: a.perms,
+                        id: i.clone(),
+                    });
+                }
+                if !any {
+                    return Err(err::INVALID_ACL);
+                }
+            }
+            "digest" if a.id.id.split_once(':').is_some() => out.push(a.clone()),
+            "ip" if !a.id.id.is_empty() => out.push(a.clone()),
+            _ => return Err(err::INVALID_ACL),
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+pub struct CreateArgs<'a> {
+    pub path: &'a str,
+    pub data: Bytes,
+    pub acl: &'a [Acl],
+    pub flags: i32,
+    pub ttl: i64,
+    pub session: i64,
+    pub auth: &'a [Id],
+    pub zxid: i64,
+    pub time: i64,
+}
+
+impl Tree {
+    pub fn get(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path)
+    }
+
+    /// create / create2 / createContainer / createTTL.
+    pub fn create(
+        &mut self,
+        a: CreateArgs<'_>,
+        changes: &mut Vec<Change>,
+    ) -> Result<(String, Stat), i32> {
+        let sequential = matches!(
+            a.flags,
+            mode::PERSISTENT_SEQUENTIAL
+                | mode::EPHEMERAL_SEQUENTIAL
+                | mode::PERSISTENT_SEQUENTIAL_WITH_TTL
+        );
+        let kind = match a.flags {
+            mode::PERSISTENT | mode::PERSISTENT_SEQUENTIAL => Kind::Persistent,
+            mode::EPHEMERAL | mode::EPHEMERAL_SEQUENTIAL => Kind::Ephemeral(a.session),
+            mode::CONTAINER => Kind::Container,
+            mode::PERSISTENT_WITH_TTL | mode::PERSISTENT_SEQUENTIAL_WITH_TTL => {
+                if a.ttl <= 0 || a.ttl > MAX_TTL_MS {
+                    return Err(err::BAD_ARGUMENTS);
+                }
+                Kind::Ttl(a.ttl)
+            }
+            _ => return Err(err::BAD_ARGUMENTS),
+        };
+        if path::validate(a.path, sequential).is_err() || a.path == "/" && !sequential {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        if matches!(kind, Kind::Ephemeral(_)) && !self.sessions.contains_key(&a.session) {
+            return Err(err::SESSION_EXPIRED);
+        }
+        let parent_path = path::parent(a.path).to_string();
+        let parent = self.nodes.get(parent_path.as_str()).ok_or(err::NO_NODE)?;
+        if !allowed(&parent.acl, perms::CREATE, a.auth) {
+            return Err(err::NO_AUTH);
+        }
+        if matches!(parent.kind(), Kind::Ephemeral(_)) {
+            return Err(err::NO_CHILDREN_FOR_EPHEMERALS);
+        }
+        let acl = fix_acl(a.acl, a.auth)?;
+        let full = if sequential {
+            format!("{}{:010}", a.path, parent.stat.cversion)
+        } else {
+            a.path.to_string()
+        };
+        if self.nodes.contains_key(full.as_str()) {
+            return Err(err::NODE_EXISTS);
+        }
+        let name: Arc<str> = Arc::from(path::name(&full));
+        let key: Arc<str> = Arc::from(full.as_str());
+        let stat = Stat {
+            czxid: a.zxid,
+            mzxid: a.zxid,
+            ctime: a.time,
+            mtime: a.time,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: kind.owner(),
+            data_length: a.data.len() as i32,
+            num_children: 0,
+            pzxid: a.zxid,
+        };
+        let node = Node {
+            data: a.data,
+            acl: Arc::new(acl),
+            stat,
+            children: imbl::OrdSet::new(),
+        };
+        let parent = self.nodes.get_mut(parent_path.as_str()).expect("checked");
+        parent.children.insert(name);
+        parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+        parent.stat.pzxid = a.zxid;
+        let stat = node.stat();
+        self.nodes.insert(key.clone(), node);
+        match kind {
+            Kind::Ephemeral(s) => {
+                if let Some(sess) = self.sessions.get_mut(&s) {
+                    sess.ephemerals.insert(key.clone());
+                }
+            }
+            Kind::Container | Kind::Ttl(_) => {
+                self.reapable.insert(key.clone());
+            }
+            Kind::Persistent => {}
+        }
+        changes.push(Change::Created(key));
+        changes.push(Change::ChildrenChanged(Arc::from(parent_path.as_str())));
+        Ok((full, stat))
+    }
+
+    pub fn delete(
+        &mut self,
+        p: &str,
+        version: i32,
+        auth: &[Id],
+        zxid: i64,
+        changes: &mut Vec<Change>,
+    ) -> Result<(), i32> {
+        if path::validate(p, false).is_err() {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        if p == "/" || p == "/zookeeper" || p.starts_with("/zookeeper/") {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        let node = self.nodes.get(p).ok_or(err::NO_NODE)?;
+        let parent_path = path::parent(p);
+        let parent = self.nodes.get(parent_path).ok_or(err::NO_NODE)?;
+        if !allowed(&parent.acl, perms::DELETE, auth) {
+            return Err(err::NO_AUTH);
+        }
+        if version != -1 && version != node.stat.version {
+            return Err(err::BAD_VERSION);
+        }
+        if !node.children.is_empty() {
+            return Err(err::NOT_EMPTY);
+        }
+        self.remove(p, zxid, changes);
+        Ok(())
+    }
+
+    /// Remove a childless node (no checks).
+    fn remove(&mut self, p: &str, zxid: i64, changes: &mut Vec<Change>) {
+        let Some((key, node)) = self.nodes.remove_with_key(p) else {
+            return;
+        };
+        let parent_path: Arc<str> = Arc::from(path::parent(p));
+        if let Some(parent) = self.nodes.get_mut(&parent_path) {
+            parent.children.remove(path::name(p));
+            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+            parent.stat.pzxid = zxid;
+        }
+        match node.kind() {
+            Kind::Ephemeral(s) => {
+                if let Some(sess) = self.sessions.get_mut(&s) {
+                    sess.ephemerals.remove(&key);
+                }
+            }
+            Kind::Container | Kind::Ttl(_) => {
+                self.reapable.remove(&key);
+            }
+            Kind::Persistent => {}
+        }
+        changes.push(Change::Deleted(key));
+        changes.push(Change::ChildrenChanged(parent_path));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_data(
+        &mut self,
+        p: &str,
+        data: Bytes,
+        version: i32,
+        auth: &[Id],
+        zxid: i64,
+        time: i64,
+        changes: &mut Vec<Change>,
+    ) -> Result<Stat, i32> {
+        if path::validate(p, false).is_err() {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        let (key, node) = self.nodes.get_key_value(p).ok_or(err::NO_NODE)?;
+        let key = key.clone();
+        if !allowed(&node.acl, perms::WRITE, auth) {
+            return Err(err::NO_AUTH);
+        }
+        if version != -1 && version != node.stat.version {
+            return Err(err::BAD_VERSION);
+        }
+        let node = self.nodes.get_mut(&key).expect("present");
+        node.data = data;
+        node.stat.version = node.stat.version.wrapping_add(1);
+        node.stat.mzxid = zxid;
+        node.stat.mtime = time;
+        changes.push(Change::DataChanged(key));
+        Ok(node.stat())
+    }
+
+    pub fn set_acl(
+        &mut self,
+        p: &str,
+        acl: &[Acl],
+        version: i32,
+        auth: &[Id],
+    ) -> Result<Stat, i32> {
+        if path::validate(p, false).is_err() {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        let node = self.nodes.get(p).ok_or(err::NO_NODE)?;
+        if !allowed(&node.acl, perms::ADMIN, auth) {
+            return Err(err::NO_AUTH);
+        }
+        if version != -1 && version != node.stat.aversion {
+            return Err(err::BAD_VERSION);
+        }
+        let acl = fix_acl(acl, auth)?;
+        let node = self.nodes.get_mut(p).expect("present");
+        node.acl = Arc::new(acl);
+        node.stat.aversion = node.stat.aversion.wrapping_add(1);
+        Ok(node.stat())
+    }
+
+    pub fn check(&self, p: &str, version: i32, auth: &[Id]) -> Result<(), i32> {
+        if path::validate(p, false).is_err() {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        let node = self.nodes.get(p).ok_or(err::NO_NODE)?;
+        if !allowed(&node.acl, perms::READ, auth) {
+            return Err(err::NO_AUTH);
+        }
+        if version != -1 && version != node.stat.version {
+            return Err(err::BAD_VERSION);
+        }
+        Ok(())
+    }
+
+    pub fn create_session(&mut self, id: i64, timeout_ms: i32, password: Bytes) {
+        self.sessions.entry(id).or_insert(Session {
+            timeout_ms,
+            password,
+            ephemerals: imbl::OrdSet::new(),
+        });
+    }
+
+    /// Close a session: its ephemerals are deleted (deepest first, in path order).
+    pub fn close_session(&mut self, id: i64, zxid: i64, changes: &mut Vec<Change>) -> bool {
+        let Some(s) = self.sessions.remove(&id) else {
+            return false;
+        };
+        let mut paths: Vec<Arc<str>> = s.ephemerals.into_iter().collect();
+        paths.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        for p in paths {
+            self.remove(&p, zxid, changes);
+        }
+        true
+    }
+
+    /// A container with no children that once had one, or a TTL node with no children whose
+    /// TTL has passed since its last modification: the leader proposes its removal.
+    pub fn reap_due(&self, p: &str, now: i64) -> bool {
+        let Some(n) = self.nodes.get(p) else {
+            return false;
+        };
+        if !n.children.is_empty() {
+            return false;
+        }
+        match n.kind() {
+            Kind::Container => n.stat.cversion > 0,
+            Kind::Ttl(ttl) => now - n.stat.mtime > ttl,
+            _ => false,
+        }
+    }
+
+    /// Remove a node the leader found due for reaping, if it still is at `time`.
+    pub fn reap(&mut self, p: &str, time: i64, zxid: i64, changes: &mut Vec<Change>) -> bool {
+        if !self.reap_due(p, time) {
+            return false;
+        }
+        self.remove(p, zxid, changes);
+        true
+    }
+
+    /// Every node's path below `prefix` that is an ephemeral of `session`.
+    pub fn ephemerals(&self, session: i64, prefix: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .sessions
+            .get(&session)
+            .map(|s| {
+                s.ephemerals
+                    .iter()
+                    .filter(|p| prefix == "/" || p.starts_with(prefix))
+                    .map(|p| p.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// The number of descendants of `p` (not counting `p`).
+    pub fn count_descendants(&self, p: &str) -> i32 {
+        let Some(n) = self.nodes.get(p) else {
+            return 0;
+        };
+        let mut total = 0;
+        let mut stack: Vec<String> = n.children.iter().map(|c| path::join(p, c)).collect();
+        while let Some(c) = stack.pop() {
+            total += 1;
+            if let Some(n) = self.nodes.get(c.as_str()) {
+                stack.extend(n.children.iter().map(|k| path::join(&c, k)));
+            }
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args<'a>(p: &'a str, flags: i32, zxid: i64, acl: &'a [Acl]) -> CreateArgs<'a> {
+        CreateArgs {
+            path: p,
+            data: Bytes::from_static(b"d"),
+            acl,
+            flags,
+            ttl: 0,
+            session: 7,
+            auth: &[],
+            zxid,
+            time: 1000 + zxid,
+        }
+    }
+
+    #[test]
+    fn create_sets_stats_and_parent() {
+        let mut t = Tree::default();
+        let acl = open_acl();
+        let mut ch = Vec::new();
+        let (p, s) = t
+            .create(args("/a", mode::PERSISTENT, 5, &acl), &mut ch)
+            .unwrap();
+        assert_eq!(p, "/a");
+        assert_eq!(
+            (s.czxid, s.mzxid, s.pzxid, s.version, s.data_length),
+            (5, 5, 5, 0, 1)
+        );
+        let root = t.get("/").unwrap().stat();
+        assert_eq!((root.cversion, root.pzxid, root.num_children), (1, 5, 2));
+        assert_eq!(
+            t.create(args("/a", 0, 6, &acl), &mut ch),
+            Err(err::NODE_EXISTS)
+        );
+        assert_eq!(
+            t.create(args("/x/y", 0, 6, &acl), &mut ch),
+            Err(err::NO_NODE)
+        );
+        assert_eq!(
+            t.create(args("/bad/", 0, 6, &acl), &mut ch),
+            Err(err::BAD_ARGUMENTS)
+        );
+        assert_eq!(
+            t.create(args("/e", 0, 6, &[]), &mut ch),
+            Err(err::INVALID_ACL)
+        );
+    }
+
+    #[test]
+    fn sequential_names_come_from_the_parent_cversion() {
+        let mut t = Tree::default();
+        let acl = open_acl();
+        let mut ch = Vec::new();
+        t.create(args("/q", 0, 1, &acl), &mut ch).unwrap();
+        let (a, _) = t
+            .create(args("/q/n-", mode::PERSISTENT_SEQUENTIAL, 2, &acl), &mut ch)
+            .unwrap();
+        let (b, _) = t
+            .create(args("/q/n-", mode::PERSISTENT_SEQUENTIAL, 3, &acl), &mut ch)
+            .unwrap();
+        assert_eq!(a, "/q/n-0000000000");
+        assert_eq!(b, "/q/n-0000000001");
+        t.delete(&a, -1, &[], 4, &mut ch).unwrap();
+        let (c, _) = t
+            .create(args("/q/n-", mode::PERSISTENT_SEQUENTIAL, 5, &acl), &mut ch)
+            .unwrap();
+        assert_eq!(c, "/q/n-0000000003", "deletes bump cversion too");
+    }
+
+    #[test]
+    fn versions_and_deletes() {
+        let mut t = Tree::default();
+        let acl = open_acl();
+        let mut ch = Vec::new();
+        t.create(args("/a", 0, 1, &acl), &mut ch).unwrap();
+        t.create(args("/a/b", 0, 2, &acl), &mut ch).unwrap();
+        let s = t
+            .set_data("/a", Bytes::from_static(b"xyz"), 0, &[], 3, 9, &mut ch)
+            .unwrap();
+        assert_eq!(
+            (s.version, s.mzxid, s.mtime, s.data_length, s.num_children),
+            (1, 3, 9, 3, 1)
+        );
+        assert_eq!(
+            t.set_data("/a", Bytes::new(), 0, &[], 4, 9, &mut ch),
+            Err(err::BAD_VERSION)
+        );
+        assert_eq!(t.delete("/a", -1, &[], 4, &mut ch), Err(err::NOT_EMPTY));
+        assert_eq!(t.delete("/a/b", 3, &[], 4, &mut ch), Err(err::BAD_VERSION));
+        t.delete("/a/b", 0, &[], 4, &mut ch).unwrap();
+        let a = t.get("/a").unwrap().stat();
+        assert_eq!((a.cversion, a.pzxid, a.num_children), (2, 4, 0));
+        assert_eq!(
+            t.delete("/zookeeper", -1, &[], 5, &mut ch),
+            Err(err::BAD_ARGUMENTS)
+        );
+    }
+
+    #[test]
+    fn ephemerals_go_with_their_session() {
+        let mut t = Tree::default();
+        let acl = open_acl();
+        let mut ch = Vec::new();
+        assert_eq!(
+            t.create(args("/e", mode::EPHEMERAL, 1, &acl), &mut ch),
+            Err(err::SESSION_EXPIRED)
+        );
+        t.create_session(7, 10_000, Bytes::from_static(b"pw"));
+        let (_, s) = t
+            .create(args("/e", mode::EPHEMERAL, 2, &acl), &mut ch)
+            .unwrap();
+        assert_eq!(s.ephemeral_owner, 7);
+        assert_eq!(
+            t.create(args("/e/child", 0, 3, &acl), &mut ch),
+            Err(err::NO_CHILDREN_FOR_EPHEMERALS)
+        );
+        assert_eq!(t.ephemerals(7, "/"), vec!["/e".to_string()]);
+        ch.clear();
+        assert!(t.close_session(7, 4, &mut ch));
+        assert!(t.get("/e").is_none());
+        assert!(ch.contains(&Change::Deleted(Arc::from("/e"))));
+    }
+
+    #[test]
+    fn containers_and_ttls_are_reaped_when_due() {
+        let mut t = Tree::default();
+        let acl = open_acl();
+        let mut ch = Vec::new();
+        t.create(args("/c", mode::CONTAINER, 1, &acl), &mut ch)
+            .unwrap();
+        assert!(
+            !t.reap_due("/c", 0),
+            "a container that never had a child stays"
+        );
+        t.create(args("/c/x", 0, 2, &acl), &mut ch).unwrap();
+        assert!(!t.reap_due("/c", 0));
+        t.delete("/c/x", -1, &[], 3, &mut ch).unwrap();
+        assert!(t.reap_due("/c", 0));
+        let mut a = args("/t", mode::PERSISTENT_WITH_TTL, 4, &acl);
+        a.ttl = 100;
+        let (_, s) = t.create(a, &mut ch).unwrap();
+        assert_eq!(Kind::from_owner(s.ephemeral_owner), Kind::Ttl(100));
+        assert!(!t.reap_due("/t", 1004 + 50));
+        assert!(t.reap_due("/t", 1004 + 101));
+        assert!(t.reap("/t", 1004 + 101, 5, &mut ch));
+        assert!(t.get("/t").is_none());
+    }
+
+    #[test]
+    fn acls() {
+        let digest = Id {
+            scheme: "digest".into(),
+            id: "bob:hash".into(),
+        };
+        let acl = vec![Acl {
+            perms: perms::READ | perms::CREATE,
+            id: digest.clone(),
+        }];
+        assert!(allowed(&acl, perms::READ, std::slice::from_ref(&digest)));
+        assert!(!allowed(&acl, perms::WRITE, std::slice::from_ref(&digest)));
+        assert!(!allowed(&acl, perms::READ, &[]));
+        let ip = vec![Acl {
+            perms: perms::ALL,
+            id: Id {
+                scheme: "ip".into(),
+                id: "127.0.0.0/8".into(),
+            },
+        }];
+        let me = Id {
+            scheme: "ip".into(),
+            id: "127.0.0.1".into(),
+        };
+        assert!(allowed(&ip, perms::READ, &[me]));
+        let auth_acl = vec![Acl {
+            perms: perms::ALL,
+            id: Id {
+                scheme: "auth".into(),
+                id: "".into(),
+            },
+        }];
+        assert_eq!(fix_acl(&auth_acl, &[]), Err(err::INVALID_ACL));
+        assert_eq!(
+            fix_acl(&auth_acl, std::slice::from_ref(&digest)).unwrap()[0].id,
+            digest
+        );
+    }
+}
