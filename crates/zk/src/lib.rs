@@ -3,5 +3,7 @@
 //! watch registry. The server crate puts a network front end on it.
 
 pub mod jute;
+pub mod machine;
 pub mod path;
 pub mod tree;
+pub mod watch;
