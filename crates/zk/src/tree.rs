@@ -148,7 +148,7 @@ pub fn allowed(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
                 "ip" => auth
                     .iter()
                     .any(|i| i.scheme == "ip" && ip_matches(&a.id.id, &i.id)),
-                _ => auth.iter().any(|i| *i == a.id),
+                _ => auth.contains(&a.id),
             }
     })
 }
