@@ -1,9 +1,9 @@
 //! Admin HTTP: `/metrics` (Prometheus text), `/health`, `/v1/status` (JSON), and a small
-//! key-value API (`/v1/kv/<key>`: GET reads this replica's state, PUT and DELETE are
-//! replicated) used by operators and the integration tests.
+//! key-value API on the ZooKeeper tree (`/v1/kv/<key>` is znode `/<key>`: GET reads this
+//! replica's state, PUT creates or sets it, DELETE removes it; writes are replicated) used by
+//! operators and the integration tests.
 
 use crate::driver::{DriverInput, Status, SubmitError};
-use crate::machine::{KvMachine, KvOp};
 use crate::metrics::Metrics;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -12,13 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use std::sync::{Arc, Mutex};
-use synod_core::wire::Wire;
+use synod_zk::machine::{Reply, Txn, ZkMachine};
 use tokio::sync::{mpsc, oneshot};
 
 pub struct AdminState<M> {
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<Metrics>,
-    pub machine: Arc<Mutex<KvMachine>>,
+    pub machine: Arc<Mutex<ZkMachine>>,
     pub driver: mpsc::Sender<DriverInput<M>>,
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
@@ -73,9 +73,17 @@ async fn status<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
         .into_response()
 }
 
+fn znode(key: &str) -> Option<String> {
+    let p = format!("/{key}");
+    synod_zk::path::validate(&p, false).ok().map(|_| p)
+}
+
 async fn kv_get<M>(State(s): State<Arc<AdminState<M>>>, Path(key): Path<String>) -> Response {
-    match s.machine.lock().expect("machine").get(key.as_bytes()) {
-        Some(v) => (StatusCode::OK, v).into_response(),
+    let Some(p) = znode(&key) else {
+        return (StatusCode::BAD_REQUEST, "invalid key\n").into_response();
+    };
+    match s.machine.lock().expect("machine").tree.get(&p) {
+        Some(n) => (StatusCode::OK, n.data.clone()).into_response(),
         None => (StatusCode::NOT_FOUND, "no such key\n").into_response(),
     }
 }
@@ -88,9 +96,11 @@ async fn kv_put<M: Send + 'static>(
     if body.len() > s.max_value_bytes {
         return (StatusCode::PAYLOAD_TOO_LARGE, "value too large\n").into_response();
     }
-    replicate(&s, key, |key| KvOp::Put {
-        key,
-        value: body.clone(),
+    let time_ms = crate::now_ms();
+    replicate(&s, key, |path| Txn::Upsert {
+        path,
+        data: body.clone(),
+        time_ms,
     })
     .await
 }
@@ -99,18 +109,19 @@ async fn kv_delete<M: Send + 'static>(
     State(s): State<Arc<AdminState<M>>>,
     Path(key): Path<String>,
 ) -> Response {
-    replicate(&s, key, |key| KvOp::Delete { key }).await
+    replicate(&s, key, |path| Txn::Remove { path }).await
 }
 
 async fn replicate<M: Send + 'static>(
     s: &AdminState<M>,
     key: String,
-    op: impl FnOnce(bytes::Bytes) -> KvOp,
+    op: impl FnOnce(String) -> Txn,
 ) -> Response {
-    if key.is_empty() || key.len() > s.max_key_bytes {
-        return (StatusCode::BAD_REQUEST, "key empty or too long\n").into_response();
-    }
-    let payload = op(bytes::Bytes::from(key.into_bytes())).to_bytes();
+    let path = match znode(&key) {
+        Some(p) if key.len() <= s.max_key_bytes => p,
+        _ => return (StatusCode::BAD_REQUEST, "invalid key\n").into_response(),
+    };
+    let payload = op(path).encode();
     let (reply, rx) = oneshot::channel();
     if s.driver
         .send(DriverInput::Submit { payload, reply })
@@ -120,17 +131,23 @@ async fn replicate<M: Send + 'static>(
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
     match rx.await {
-        Ok(Ok(applied)) => (
-            StatusCode::OK,
-            [("content-type", "application/json")],
-            format!(
-                "{{\"slot\":{},\"tag\":{},\"result\":{:?}}}\n",
-                applied.at.slot,
-                applied.at.tag,
-                String::from_utf8_lossy(&applied.result)
-            ),
-        )
-            .into_response(),
+        Ok(Ok(applied)) => {
+            let reply = Reply::decode(&applied.result);
+            let code = if reply.err == 0 {
+                StatusCode::OK
+            } else {
+                StatusCode::CONFLICT
+            };
+            (
+                code,
+                [("content-type", "application/json")],
+                format!(
+                    "{{\"slot\":{},\"zxid\":{},\"err\":{}}}\n",
+                    applied.at.slot, applied.at.tag, reply.err
+                ),
+            )
+                .into_response()
+        }
         Ok(Err(SubmitError::NoLeader)) => {
             (StatusCode::SERVICE_UNAVAILABLE, "no leader; retry\n").into_response()
         }

@@ -43,6 +43,40 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub zab: ZabTuning,
+    #[serde(default)]
+    pub zookeeper: ZkTuning,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ZkTuning {
+    /// jute.maxbuffer: largest client request in bytes; a larger one closes the connection.
+    pub max_buffer: usize,
+    /// Session timeouts are clamped to [min, max] (ZooKeeper: 2 and 20 ticks of 2 s).
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub max_connections: usize,
+    /// Requests of one connection in flight before the server stops reading it.
+    pub max_outstanding: usize,
+    /// Watch events queued for one connection before it is closed as too slow.
+    pub max_queued_events: usize,
+    /// Four-letter words answered on the client port: "*" or a list (ruok, srvr, stat, mntr,
+    /// conf, cons, envi, wchs, dump, isro).
+    pub four_letter_words: Vec<String>,
+}
+
+impl Default for ZkTuning {
+    fn default() -> Self {
+        Self {
+            max_buffer: 0xfffff,
+            min_session_timeout_ms: 4_000,
+            max_session_timeout_ms: 40_000,
+            max_connections: 10_000,
+            max_outstanding: 1_000,
+            max_queued_events: 10_000,
+            four_letter_words: vec!["*".into()],
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -172,6 +206,11 @@ impl Config {
                 self.node_id,
                 members.keys().collect::<Vec<_>>()
             );
+        }
+        if self.zookeeper.min_session_timeout_ms <= 0
+            || self.zookeeper.max_session_timeout_ms < self.zookeeper.min_session_timeout_ms
+        {
+            bail!("config key zookeeper.max_session_timeout_ms: must be at least min_session_timeout_ms (> 0)");
         }
         if self.snapshot_every == 0 {
             bail!("config key snapshot_every: must be at least 1");

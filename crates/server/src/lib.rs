@@ -8,11 +8,12 @@ pub mod driver;
 pub mod machine;
 pub mod metrics;
 pub mod transport;
+pub mod zk;
 
 use anyhow::{bail, Context, Result};
 use config::Config;
 use driver::{Driver, DriverInput, DriverParts, Status};
-use machine::{KvMachine, StateMachine};
+use machine::StateMachine;
 use metrics::Metrics;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use synod_core::{Cluster, Protocol};
 use synod_log::{FsyncPolicy, Wal, WalOptions};
 use synod_zab::Zab;
+use synod_zk::machine::ZkMachine;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
@@ -102,15 +104,15 @@ pub async fn run(cfg: Config) -> Result<()> {
     for w in &recovery.warnings {
         warn!("log recovery: {w}");
     }
-    let mut machine = KvMachine::default();
+    let mut machine = ZkMachine::default();
     if let Some(s) = &durable.snapshot {
-        machine.restore(s).map_err(|e| {
+        StateMachine::restore(&mut machine, s).map_err(|e| {
             anyhow::anyhow!("the snapshot at slot {} cannot be read: {e}", s.at.slot)
         })?;
     }
     info!(
         records = recovery.records,
-        snapshot_slot = machine.applied().slot,
+        snapshot_slot = StateMachine::applied(&machine).slot,
         log_records = durable.records.len(),
         "recovered from the data directory"
     );
@@ -144,6 +146,14 @@ pub async fn run(cfg: Config) -> Result<()> {
     let admin_listener = TcpListener::bind(cfg.admin_addr)
         .await
         .with_context(|| format!("cannot listen for admin HTTP on {}", cfg.admin_addr))?;
+    let client_listener = match cfg.client_addr {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen for ZooKeeper clients on {a}"))?,
+        ),
+        None => None,
+    };
     let peers = transport::start_outbound(&tcfg, tx.clone(), stats.clone());
     let inbound = tokio::spawn(transport::serve_inbound(tcfg, listener, tx.clone(), stats));
     let admin_state = Arc::new(admin::AdminState {
@@ -155,6 +165,33 @@ pub async fn run(cfg: Config) -> Result<()> {
         max_value_bytes: cfg.limits.max_value_bytes,
     });
     let app = admin::router(admin_state);
+    let front = match (client_listener, cfg.client_addr) {
+        (Some(l), Some(addr)) => {
+            let z = &cfg.zookeeper;
+            let f = zk::Front::new(
+                zk::FrontConfig {
+                    node_id: cfg.node_id,
+                    client_addr: addr,
+                    max_buffer: z.max_buffer,
+                    min_session_timeout_ms: z.min_session_timeout_ms,
+                    max_session_timeout_ms: z.max_session_timeout_ms,
+                    max_connections: z.max_connections,
+                    max_outstanding: z.max_outstanding,
+                    max_queued_events: z.max_queued_events,
+                    four_letter_words: z.four_letter_words.clone(),
+                    peers: members
+                        .iter()
+                        .map(|(id, a)| format!("server.{id}={a}"))
+                        .collect(),
+                },
+                machine.clone(),
+                tx.clone(),
+                status.clone(),
+            );
+            Some(tokio::spawn(f.serve(l)))
+        }
+        _ => None,
+    };
     let admin = tokio::spawn(async move {
         if let Err(e) = axum::serve(admin_listener, app).await {
             warn!("admin HTTP stopped: {e}");
@@ -164,6 +201,7 @@ pub async fn run(cfg: Config) -> Result<()> {
         node = cfg.node_id,
         cluster = %cfg.cluster_id,
         peer = %peer_addr,
+        client = ?cfg.client_addr,
         admin = %cfg.admin_addr,
         "synod replica started"
     );
@@ -189,6 +227,9 @@ pub async fn run(cfg: Config) -> Result<()> {
     info!("signal received: stop accepting, flush the log, close peers");
     admin.abort();
     inbound.abort();
+    if let Some(f) = front {
+        f.abort();
+    }
     let (done, flushed) = oneshot::channel();
     if tx.send(DriverInput::Shutdown(done)).await.is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(10), flushed).await;
@@ -196,6 +237,13 @@ pub async fn run(cfg: Config) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
     info!("stopped");
     Ok(())
+}
+
+/// Wall-clock milliseconds since the Unix epoch (ZooKeeper's ctime/mtime).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 async fn wait_for_signal() {

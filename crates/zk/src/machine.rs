@@ -53,6 +53,16 @@ pub enum Txn {
         path: String,
         time_ms: i64,
     },
+    /// Operator write from the admin API: create the node (parent must exist) or set its data.
+    Upsert {
+        path: String,
+        data: Bytes,
+        time_ms: i64,
+    },
+    /// Operator delete from the admin API (any version).
+    Remove {
+        path: String,
+    },
 }
 
 impl Txn {
@@ -103,6 +113,20 @@ impl Txn {
                 b.string(path);
                 b.long(*time_ms);
             }
+            Txn::Upsert {
+                path,
+                data,
+                time_ms,
+            } => {
+                b.put_u8(6);
+                b.string(path);
+                b.buffer(data);
+                b.long(*time_ms);
+            }
+            Txn::Remove { path } => {
+                b.put_u8(7);
+                b.string(path);
+            }
         }
         b.freeze()
     }
@@ -147,6 +171,12 @@ impl Txn {
                 path: r.string()?,
                 time_ms: r.long()?,
             },
+            6 => Txn::Upsert {
+                path: r.string()?,
+                data: r.buffer()?,
+                time_ms: r.long()?,
+            },
+            7 => Txn::Remove { path: r.string()? },
             _ => return Err(JuteError("transaction type")),
         })
     }
@@ -353,6 +383,53 @@ impl ZkMachine {
             Txn::Reap { path, time_ms } => {
                 self.tree.reap(&path, time_ms, zxid, &mut changes);
                 Reply::ok(BytesMut::new())
+            }
+            Txn::Upsert {
+                path,
+                data,
+                time_ms,
+            } => {
+                let admin = [Id {
+                    scheme: "super".into(),
+                    id: "admin".into(),
+                }];
+                let r = if self.tree.get(&path).is_some() {
+                    self.tree
+                        .set_data(&path, data, -1, &admin, zxid, time_ms, &mut changes)
+                        .map(|_| ())
+                } else {
+                    let acl = tree::open_acl();
+                    self.tree
+                        .create(
+                            CreateArgs {
+                                path: &path,
+                                data,
+                                acl: &acl,
+                                flags: crate::jute::mode::PERSISTENT,
+                                ttl: 0,
+                                session: 0,
+                                auth: &admin,
+                                zxid,
+                                time: time_ms,
+                            },
+                            &mut changes,
+                        )
+                        .map(|_| ())
+                };
+                match r {
+                    Ok(()) => Reply::ok(BytesMut::new()),
+                    Err(e) => Reply::error(e),
+                }
+            }
+            Txn::Remove { path } => {
+                let admin = [Id {
+                    scheme: "super".into(),
+                    id: "admin".into(),
+                }];
+                match self.tree.delete(&path, -1, &admin, zxid, &mut changes) {
+                    Ok(()) => Reply::ok(BytesMut::new()),
+                    Err(e) => Reply::error(e),
+                }
             }
             Txn::Op {
                 session,

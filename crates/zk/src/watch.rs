@@ -49,6 +49,11 @@ impl Watches {
         }
     }
 
+    /// Watches registered, all kinds and sessions.
+    pub fn total(&self) -> usize {
+        self.count.values().sum()
+    }
+
     /// Register a watch; false when the session has too many.
     pub fn add(&mut self, session: i64, k: Kind, p: &str) -> bool {
         let n = self.count.entry(session).or_default();

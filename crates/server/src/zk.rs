@@ -1,0 +1,892 @@
+//! The ZooKeeper client port: connections, sessions, requests, watches and four-letter words.
+//!
+//! * **Order.** Requests of one connection are handled in order: writes are submitted to the
+//!   driver as they come (pipelined), a read waits until every earlier write of its session has
+//!   been delivered here, and later writes wait for that read. Replies leave in request order,
+//!   and watch events fired by a delivery leave before any reply sent after that delivery.
+//! * **Sessions** are replicated: creation, close and liveness (`Touch`) are transactions. The
+//!   leader expires a session that nobody touched for its timeout (after a full timeout of grace
+//!   when it becomes leader), and reaps container and TTL nodes.
+//! * **Linearizable sync.** `sync` is a transaction: its reply means a quorum ordered it in the
+//!   current epoch, so a read after it sees every write acknowledged before the sync began (a
+//!   deposed leader cannot answer it, unlike ZooKeeper's).
+//! * A server without an established leader accepts no client and drops its clients when it
+//!   loses the leader, as ZooKeeper's followers do; clients reconnect elsewhere.
+
+use crate::driver::{DriverInput, Status, SubmitError, SubmitResult};
+use bytes::{BufMut, Bytes, BytesMut};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use synod_zab::Msg;
+use synod_zk::jute::{err, event, op, xid, Id, JuteWrite, Reader};
+use synod_zk::machine::{Effects, Reply, Txn, ZkMachine};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, info, warn};
+
+#[derive(Clone, Debug)]
+pub struct FrontConfig {
+    pub node_id: u32,
+    pub client_addr: SocketAddr,
+    /// jute.maxbuffer: the largest request accepted (a larger one closes the connection).
+    pub max_buffer: usize,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub max_connections: usize,
+    /// Requests of one connection in flight before the server stops reading from it.
+    pub max_outstanding: usize,
+    /// Watch events queued for one connection before it is closed as too slow.
+    pub max_queued_events: usize,
+    /// Four-letter words answered on the client port ("*" for all).
+    pub four_letter_words: Vec<String>,
+    pub peers: Vec<String>,
+}
+
+enum ConnEvent {
+    Watch(i32, String),
+    Close(&'static str),
+}
+
+struct LocalSession {
+    conn: u64,
+    events: mpsc::Sender<ConnEvent>,
+}
+
+#[derive(Default)]
+struct Stats {
+    received: AtomicU64,
+    sent: AtomicU64,
+    connections: AtomicU64,
+    latency_sum_us: AtomicU64,
+    latency_count: AtomicU64,
+    latency_max_us: AtomicU64,
+}
+
+pub struct Front {
+    cfg: FrontConfig,
+    machine: Arc<Mutex<ZkMachine>>,
+    driver: mpsc::Sender<DriverInput<Msg>>,
+    status: Arc<Mutex<Status>>,
+    sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
+    /// Sessions that sent anything since the last touch round.
+    active: Mutex<HashSet<i64>>,
+    /// Leader side: when each session was last touched (from applied `Touch` transactions).
+    touches: Arc<Mutex<HashMap<i64, Instant>>>,
+    next_session: AtomicU64,
+    next_conn: AtomicU64,
+    serving: watch::Receiver<bool>,
+    stats: Stats,
+    started: Instant,
+}
+
+/// The effects of applied transactions on this server's clients.
+struct FrontEffects {
+    sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
+    touches: Arc<Mutex<HashMap<i64, Instant>>>,
+}
+
+impl Effects for FrontEffects {
+    fn watch(&self, session: i64, event_type: i32, path: &str) {
+        let s = self.sessions.lock().expect("sessions");
+        if let Some(ls) = s.get(&session) {
+            if ls
+                .events
+                .try_send(ConnEvent::Watch(event_type, path.to_string()))
+                .is_err()
+            {
+                let _ = ls
+                    .events
+                    .try_send(ConnEvent::Close("too many queued watch events"));
+            }
+        }
+    }
+    fn session_closed(&self, session: i64) {
+        self.touches.lock().expect("touches").remove(&session);
+        let s = self.sessions.lock().expect("sessions");
+        if let Some(ls) = s.get(&session) {
+            let _ = ls.events.try_send(ConnEvent::Close("session closed"));
+        }
+    }
+    fn touched(&self, sessions: &[i64]) {
+        let now = Instant::now();
+        let mut t = self.touches.lock().expect("touches");
+        for s in sessions {
+            t.insert(*s, now);
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::now_ms()
+}
+
+impl Front {
+    pub fn new(
+        cfg: FrontConfig,
+        machine: Arc<Mutex<ZkMachine>>,
+        driver: mpsc::Sender<DriverInput<Msg>>,
+        status: Arc<Mutex<Status>>,
+    ) -> Arc<Front> {
+        let sessions = Arc::new(Mutex::new(HashMap::new()));
+        let touches = Arc::new(Mutex::new(HashMap::new()));
+        machine
+            .lock()
+            .expect("machine")
+            .set_effects(Box::new(FrontEffects {
+                sessions: sessions.clone(),
+                touches: touches.clone(),
+            }));
+        let (serving_tx, serving) = watch::channel(false);
+        let base = ((cfg.node_id as u64 & 0xFF) << 56)
+            | (((now_ms() as u64) << 16) & 0x00FF_FFFF_FFFF_0000);
+        let front = Arc::new(Front {
+            cfg,
+            machine,
+            driver,
+            status,
+            sessions,
+            active: Mutex::new(HashSet::new()),
+            touches,
+            next_session: AtomicU64::new(base),
+            next_conn: AtomicU64::new(1),
+            serving,
+            stats: Stats::default(),
+            started: Instant::now(),
+        });
+        tokio::spawn(monitor(front.clone(), serving_tx));
+        front
+    }
+
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, addr) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!("client listener: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let front = self.clone();
+            tokio::spawn(async move {
+                let _ = stream.set_nodelay(true);
+                front.connection(stream, addr).await;
+            });
+        }
+    }
+
+    fn serving(&self) -> bool {
+        *self.serving.borrow()
+    }
+
+    async fn submit(&self, txn: Txn) -> SubmitResult {
+        let (reply, rx) = oneshot::channel();
+        let payload = txn.encode();
+        if self
+            .driver
+            .send(DriverInput::Submit { payload, reply })
+            .await
+            .is_err()
+        {
+            return Err(SubmitError::ShuttingDown);
+        }
+        rx.await.unwrap_or(Err(SubmitError::ShuttingDown))
+    }
+
+    async fn connection(self: Arc<Self>, mut stream: TcpStream, addr: SocketAddr) {
+        let mut head = [0u8; 4];
+        if tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
+            .await
+            .map_or(true, |r| r.is_err())
+        {
+            return;
+        }
+        if head.iter().all(|b| b.is_ascii_lowercase()) {
+            let word = String::from_utf8_lossy(&head).to_string();
+            let text = self.four_letter_word(&word);
+            let _ = stream.write_all(text.as_bytes()).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        let conns = self.stats.connections.load(Ordering::Relaxed) as usize;
+        if conns >= self.cfg.max_connections {
+            warn!(%addr, "too many client connections ({conns}); refusing");
+            return;
+        }
+        if !self.serving() {
+            debug!(%addr, "refusing a client: no established leader");
+            return;
+        }
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let why = self.run_connection(stream, addr, head, conn).await;
+        self.stats.connections.fetch_sub(1, Ordering::Relaxed);
+        debug!(%addr, "client connection closed: {why}");
+    }
+
+    async fn read_frame(
+        &self,
+        r: &mut OwnedReadHalf,
+        first: Option<[u8; 4]>,
+    ) -> Result<Bytes, String> {
+        let head = match first {
+            Some(h) => h,
+            None => {
+                let mut h = [0u8; 4];
+                r.read_exact(&mut h).await.map_err(|e| e.to_string())?;
+                h
+            }
+        };
+        let len = i32::from_be_bytes(head);
+        if len < 0 || len as usize > self.cfg.max_buffer {
+            return Err(format!(
+                "request length {len} is out of range (jute.maxbuffer is {})",
+                self.cfg.max_buffer
+            ));
+        }
+        let mut body = vec![0u8; len as usize];
+        r.read_exact(&mut body).await.map_err(|e| e.to_string())?;
+        Ok(Bytes::from(body))
+    }
+
+    async fn run_connection(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        addr: SocketAddr,
+        head: [u8; 4],
+        conn: u64,
+    ) -> String {
+        let (mut rd, mut wr) = stream.into_split();
+        let body = match tokio::time::timeout(
+            Duration::from_secs(10),
+            self.read_frame(&mut rd, Some(head)),
+        )
+        .await
+        {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                warn!(%addr, "closing a client: {e}");
+                return e;
+            }
+            Err(_) => return "no connect request".into(),
+        };
+        // ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd[, readOnly].
+        let mut r = Reader::new(body);
+        let parsed = (|| {
+            Ok::<_, synod_zk::jute::JuteError>((
+                r.int()?,
+                r.long()?,
+                r.int()?,
+                r.long()?,
+                r.buffer()?,
+            ))
+        })();
+        let Ok((_version, last_zxid, timeout, session_id, passwd)) = parsed else {
+            warn!(%addr, "closing a client: malformed connect request");
+            return "malformed connect request".into();
+        };
+        let applied_zxid = self.machine.lock().expect("machine").applied_zxid;
+        if last_zxid > applied_zxid {
+            info!(%addr, "refusing a client that has seen zxid {last_zxid:#x}, ahead of ours {applied_zxid:#x}; it must try another server");
+            return "client ahead of this server".into();
+        }
+        let timeout = timeout.clamp(
+            self.cfg.min_session_timeout_ms,
+            self.cfg.max_session_timeout_ms,
+        );
+        let (session, timeout, password) = if session_id == 0 {
+            let session = self.next_session.fetch_add(1, Ordering::Relaxed) as i64;
+            let password: [u8; 16] = rand::random();
+            let password = Bytes::copy_from_slice(&password);
+            match self
+                .submit(Txn::CreateSession {
+                    session,
+                    timeout_ms: timeout,
+                    password: password.clone(),
+                })
+                .await
+            {
+                Ok(_) => (session, timeout, password),
+                Err(e) => return format!("session creation failed: {e:?}"),
+            }
+        } else {
+            let known = self
+                .machine
+                .lock()
+                .expect("machine")
+                .session(session_id)
+                .map(|s| (s.timeout_ms, s.password.clone()));
+            match known {
+                Some((t, pw)) if pw == passwd => {
+                    self.active.lock().expect("active").insert(session_id);
+                    (session_id, t, pw)
+                }
+                _ => {
+                    // Expired or wrong password: ZooKeeper answers with an invalid session.
+                    let mut b = BytesMut::new();
+                    b.int(0);
+                    b.int(0);
+                    b.long(0);
+                    b.buffer(&[0u8; 16]);
+                    b.boolean(false);
+                    let _ = write_frame(&mut wr, &b).await;
+                    return "expired session or wrong password".into();
+                }
+            }
+        };
+        let mut b = BytesMut::new();
+        b.int(0);
+        b.int(timeout);
+        b.long(session);
+        b.buffer(&password);
+        b.boolean(false);
+        if write_frame(&mut wr, &b).await.is_err() {
+            return "client went away".into();
+        }
+        let (ev_tx, ev_rx) = mpsc::channel(self.cfg.max_queued_events.max(1));
+        if let Some(old) = self.sessions.lock().expect("sessions").insert(
+            session,
+            LocalSession {
+                conn,
+                events: ev_tx,
+            },
+        ) {
+            let _ = old
+                .events
+                .try_send(ConnEvent::Close("session moved to another connection"));
+        }
+        // The machine keeps watches per session; a session that moves here starts afresh
+        // (clients re-register with setWatches).
+        self.machine
+            .lock()
+            .expect("machine")
+            .watches
+            .drop_session(session);
+        let mut auth = vec![Id {
+            scheme: "ip".into(),
+            id: addr.ip().to_string(),
+        }];
+        let why = self.requests(session, &mut auth, rd, wr, ev_rx, addr).await;
+        let mut s = self.sessions.lock().expect("sessions");
+        if s.get(&session).is_some_and(|ls| ls.conn == conn) {
+            s.remove(&session);
+        }
+        why
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn requests(
+        self: &Arc<Self>,
+        session: i64,
+        auth: &mut Vec<Id>,
+        rd: OwnedReadHalf,
+        mut wr: OwnedWriteHalf,
+        mut events: mpsc::Receiver<ConnEvent>,
+        addr: SocketAddr,
+    ) -> String {
+        // Frames are read by their own task so that a slow reply path backs up into TCP.
+        let (frames_tx, mut frames) = mpsc::channel::<Result<Bytes, String>>(64);
+        let me = self.clone();
+        let reader = tokio::spawn(async move {
+            let mut rd = rd;
+            loop {
+                let f = me.read_frame(&mut rd, None).await;
+                let stop = f.is_err();
+                if frames_tx.send(f).await.is_err() || stop {
+                    return;
+                }
+            }
+        });
+        let mut serving = self.serving.clone();
+        let mut backlog: VecDeque<(i32, i32, Bytes, Instant)> = VecDeque::new();
+        let mut pending: VecDeque<Pending> = VecDeque::new();
+        let mut out = BytesMut::new();
+        let why = loop {
+            // Start what may start: writes in order, a read once no earlier write is in flight.
+            while let Some((xid, code, _, _)) = backlog.front() {
+                let (xid, code) = (*xid, *code);
+                if is_write(code) {
+                    let (_, _, body, t) = backlog.pop_front().expect("front");
+                    let txn = if code == op::CLOSE_SESSION {
+                        Txn::CloseSession { session }
+                    } else {
+                        Txn::Op {
+                            session,
+                            time_ms: now_ms(),
+                            auth: auth.clone(),
+                            op: code,
+                            body,
+                        }
+                    };
+                    let (reply, rx) = oneshot::channel();
+                    if self
+                        .driver
+                        .send(DriverInput::Submit {
+                            payload: txn.encode(),
+                            reply,
+                        })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    pending.push_back(Pending::Write { xid, code, rx, t });
+                } else if pending.is_empty() {
+                    let (_, _, body, t) = backlog.pop_front().expect("front");
+                    let reply = self.local(session, auth, xid, code, body);
+                    let close = code == op::AUTH && reply.0.err != err::OK;
+                    drain_events(&mut events, &mut out);
+                    encode_reply(&mut out, xid, reply.1, &reply.0);
+                    self.record(t);
+                    if close {
+                        let _ = flush(&mut wr, &mut out).await;
+                        reader.abort();
+                        return "authentication failed".into();
+                    }
+                } else {
+                    break;
+                }
+            }
+            if !out.is_empty() && flush(&mut wr, &mut out).await.is_err() {
+                break "client went away".to_string();
+            }
+            let room = backlog.len() + pending.len() < self.cfg.max_outstanding;
+            tokio::select! {
+                biased;
+                ev = events.recv() => match ev {
+                    Some(ConnEvent::Watch(ty, path)) => encode_event(&mut out, ty, &path),
+                    Some(ConnEvent::Close(why)) => break why.to_string(),
+                    None => break "event channel closed".to_string(),
+                },
+                _ = serving.changed() => {
+                    if !*serving.borrow() {
+                        break "this server lost its leader".to_string();
+                    }
+                }
+                done = front_write(&mut pending), if !pending.is_empty() => {
+                    let Some((xid, code, result, t)) = done else { continue };
+                    drain_events(&mut events, &mut out);
+                    match result {
+                        Ok(applied) => {
+                            let reply = Reply::decode(&applied.result);
+                            encode_reply(&mut out, xid, applied.at.tag as i64, &reply);
+                            self.record(t);
+                            if code == op::CLOSE_SESSION {
+                                let _ = flush(&mut wr, &mut out).await;
+                                break "session closed by the client".to_string();
+                            }
+                        }
+                        Err(SubmitError::Busy) => {
+                            // Overloaded: this client's outcome is unknown; make it reconnect.
+                            break "server busy".to_string();
+                        }
+                        Err(e) => break format!("write not delivered here ({e:?})"),
+                    }
+                }
+                f = frames.recv(), if room => match f {
+                    Some(Ok(frame)) => {
+                        self.stats.received.fetch_add(1, Ordering::Relaxed);
+                        self.active.lock().expect("active").insert(session);
+                        let mut r = Reader::new(frame);
+                        let (Ok(xid), Ok(code)) = (r.int(), r.int()) else {
+                            warn!(%addr, "closing a client: malformed request header");
+                            break "malformed request header".to_string();
+                        };
+                        backlog.push_back((xid, code, r.rest(), Instant::now()));
+                    }
+                    Some(Err(e)) => {
+                        if e.contains("out of range") {
+                            warn!(%addr, "closing a client: {e}");
+                        }
+                        break e;
+                    }
+                    None => break "reader stopped".to_string(),
+                },
+            }
+        };
+        reader.abort();
+        let _ = flush(&mut wr, &mut out).await;
+        why
+    }
+
+    fn record(&self, since: Instant) {
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        let us = since.elapsed().as_micros() as u64;
+        self.stats.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.stats.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.stats.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// A request served here: reads, watch management, auth, ping. Returns (reply, zxid).
+    fn local(
+        &self,
+        session: i64,
+        auth: &mut Vec<Id>,
+        _xid: i32,
+        code: i32,
+        body: Bytes,
+    ) -> (Reply, i64) {
+        let mut m = self.machine.lock().expect("machine");
+        let zxid = m.applied_zxid;
+        let reply = match code {
+            op::PING => Reply::ok(BytesMut::new()),
+            op::AUTH => {
+                let mut r = Reader::new(body);
+                let parsed =
+                    (|| Ok::<_, synod_zk::jute::JuteError>((r.int()?, r.string()?, r.buffer()?)))();
+                match parsed {
+                    Ok((_, scheme, cred)) if scheme == "digest" => {
+                        let cred = String::from_utf8_lossy(&cred).to_string();
+                        match digest_id(&cred) {
+                            Some(id) => {
+                                let id = Id {
+                                    scheme: "digest".into(),
+                                    id,
+                                };
+                                if !auth.contains(&id) {
+                                    auth.push(id);
+                                }
+                                Reply::ok(BytesMut::new())
+                            }
+                            None => Reply::error(err::AUTH_FAILED),
+                        }
+                    }
+                    _ => Reply::error(err::AUTH_FAILED),
+                }
+            }
+            _ => match m.read(session, auth, code, body) {
+                Ok(r) => r,
+                Err(_) => Reply::error(err::MARSHALLING_ERROR),
+            },
+        };
+        (reply, zxid)
+    }
+
+    fn four_letter_word(&self, word: &str) -> String {
+        let allowed = self
+            .cfg
+            .four_letter_words
+            .iter()
+            .any(|w| w == "*" || w == word);
+        let known = [
+            "ruok", "isro", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "dump",
+        ];
+        if !known.contains(&word) {
+            return String::new();
+        }
+        if !allowed {
+            return format!("{word} is not executed because it is not in the whitelist.\n");
+        }
+        let st = self.status.lock().expect("status").clone();
+        let mode = match st.role.as_str() {
+            "leading" => "leader",
+            "following" => "follower",
+            _ => "looking",
+        };
+        let (zxid, nodes, sessions, watches) = {
+            let m = self.machine.lock().expect("machine");
+            (
+                m.applied_zxid,
+                m.tree.nodes.len(),
+                m.tree.sessions.len(),
+                m.watches.total(),
+            )
+        };
+        let count = self.stats.latency_count.load(Ordering::Relaxed).max(1);
+        let avg_ms =
+            self.stats.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0;
+        let max_ms = self.stats.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0;
+        let version = format!("3.8.0-synod-{}", env!("CARGO_PKG_VERSION"));
+        let srvr = format!(
+            "Zookeeper version: {version}, built on synod\nLatency min/avg/max: 0/{avg_ms:.4}/{max_ms:.4}\n\
+             Received: {}\nSent: {}\nConnections: {}\nOutstanding: 0\nZxid: {zxid:#x}\nMode: {mode}\nNode count: {nodes}\n",
+            self.stats.received.load(Ordering::Relaxed),
+            self.stats.sent.load(Ordering::Relaxed),
+            self.stats.connections.load(Ordering::Relaxed),
+        );
+        match word {
+            "ruok" => "imok".into(),
+            "isro" => if st.leader.is_some() { "rw" } else { "null" }.into(),
+            "srvr" => srvr,
+            "stat" => format!("Clients:\n /{}[0](queued=0,recved=0,sent=0)\n\n{srvr}", self.cfg.client_addr),
+            "mntr" => format!(
+                "zk_version\t{version}\nzk_server_state\t{mode}\nzk_avg_latency\t{avg_ms:.4}\nzk_max_latency\t{max_ms:.4}\n\
+                 zk_min_latency\t0\nzk_packets_received\t{}\nzk_packets_sent\t{}\nzk_num_alive_connections\t{}\n\
+                 zk_outstanding_requests\t0\nzk_znode_count\t{nodes}\nzk_watch_count\t{watches}\n\
+                 zk_ephemerals_count\t{}\nzk_approximate_data_size\t0\nzk_open_file_descriptor_count\t0\n\
+                 zk_max_file_descriptor_count\t0\nzk_uptime\t{}\n",
+                self.stats.received.load(Ordering::Relaxed),
+                self.stats.sent.load(Ordering::Relaxed),
+                self.stats.connections.load(Ordering::Relaxed),
+                sessions,
+                self.started.elapsed().as_millis(),
+            ),
+            "conf" => {
+                let mut s = format!(
+                    "clientPort={}\nclientPortAddress={}\nserverId={}\nminSessionTimeout={}\nmaxSessionTimeout={}\njute.maxbuffer={}\n",
+                    self.cfg.client_addr.port(),
+                    self.cfg.client_addr.ip(),
+                    self.cfg.node_id,
+                    self.cfg.min_session_timeout_ms,
+                    self.cfg.max_session_timeout_ms,
+                    self.cfg.max_buffer
+                );
+                for p in &self.cfg.peers {
+                    s.push_str(p);
+                    s.push('\n');
+                }
+                s
+            }
+            "cons" => {
+                let s = self.sessions.lock().expect("sessions");
+                let mut out = String::new();
+                for id in s.keys() {
+                    out.push_str(&format!(" /client[sid={id:#x}]\n"));
+                }
+                out.push('\n');
+                out
+            }
+            "envi" => format!(
+                "Environment:\nzookeeper.version={version}\nhost.name=localhost\nos.name={}\nos.arch={}\nuser.dir={}\n",
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+            ),
+            "wchs" => format!(
+                "{} connections watching paths\nTotal watches:{watches}\n",
+                self.stats.connections.load(Ordering::Relaxed)
+            ),
+            "dump" => {
+                let m = self.machine.lock().expect("machine");
+                let mut out = format!("SessionTracker dump:\nGlobal Sessions({}):\n", m.tree.sessions.len());
+                for (id, s) in m.tree.sessions.iter() {
+                    out.push_str(&format!("{id:#x}\t{}ms\n", s.timeout_ms));
+                }
+                out.push_str("ephemeral nodes dump:\n");
+                for (id, s) in m.tree.sessions.iter() {
+                    if !s.ephemerals.is_empty() {
+                        out.push_str(&format!("Sessions with Ephemerals ({}):\n{id:#x}:\n", 1));
+                        for p in s.ephemerals.iter() {
+                            out.push_str(&format!("\t{p}\n"));
+                        }
+                    }
+                }
+                out
+            }
+            _ => String::new(),
+        }
+    }
+}
+
+enum Pending {
+    Write {
+        xid: i32,
+        code: i32,
+        rx: oneshot::Receiver<SubmitResult>,
+        t: Instant,
+    },
+}
+
+/// Wait for the oldest write in flight (replies leave in order).
+async fn front_write(p: &mut VecDeque<Pending>) -> Option<(i32, i32, SubmitResult, Instant)> {
+    let Pending::Write { rx, .. } = p.front_mut()?;
+    let r = rx.await.unwrap_or(Err(SubmitError::ShuttingDown));
+    let Some(Pending::Write { xid, code, t, .. }) = p.pop_front() else {
+        return None;
+    };
+    Some((xid, code, r, t))
+}
+
+fn is_write(code: i32) -> bool {
+    matches!(
+        code,
+        op::CREATE
+            | op::CREATE2
+            | op::CREATE_CONTAINER
+            | op::CREATE_TTL
+            | op::DELETE
+            | op::DELETE_CONTAINER
+            | op::SET_DATA
+            | op::SET_ACL
+            | op::MULTI
+            | op::SYNC
+            | op::CHECK
+            | op::CLOSE_SESSION
+    )
+}
+
+fn drain_events(events: &mut mpsc::Receiver<ConnEvent>, out: &mut BytesMut) {
+    while let Ok(ConnEvent::Watch(ty, path)) = events.try_recv() {
+        encode_event(out, ty, &path);
+    }
+}
+
+fn encode_reply(out: &mut BytesMut, xid: i32, zxid: i64, reply: &Reply) {
+    let body_len = if reply.err == err::OK {
+        reply.body.len()
+    } else {
+        0
+    };
+    out.put_i32((16 + body_len) as i32);
+    out.int(xid);
+    out.long(zxid);
+    out.int(reply.err);
+    if reply.err == err::OK {
+        out.put_slice(&reply.body);
+    }
+}
+
+fn encode_event(out: &mut BytesMut, ty: i32, path: &str) {
+    let mut b = BytesMut::new();
+    b.int(xid::NOTIFICATION);
+    b.long(-1);
+    b.int(err::OK);
+    b.int(ty);
+    b.int(event::STATE_SYNC_CONNECTED);
+    b.string(path);
+    out.put_i32(b.len() as i32);
+    out.put_slice(&b);
+}
+
+async fn write_frame(w: &mut OwnedWriteHalf, body: &[u8]) -> std::io::Result<()> {
+    let mut b = BytesMut::with_capacity(4 + body.len());
+    b.put_i32(body.len() as i32);
+    b.put_slice(body);
+    w.write_all(&b).await
+}
+
+async fn flush(w: &mut OwnedWriteHalf, out: &mut BytesMut) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let r = tokio::time::timeout(Duration::from_secs(30), w.write_all(out)).await;
+    out.clear();
+    match r {
+        Ok(r) => r,
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}
+
+/// `user:password` → `user:base64(sha1(user:password))`, ZooKeeper's digest identity.
+pub fn digest_id(cred: &str) -> Option<String> {
+    use base64::Engine;
+    let (user, _) = cred.split_once(':')?;
+    let hash = sha1_smol::Sha1::from(cred.as_bytes()).digest().bytes();
+    Some(format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    ))
+}
+
+/// Background duties: whether this server serves clients; touches of its sessions; and, on the
+/// leader, session expiry and container/TTL reaping.
+async fn monitor(front: Arc<Front>, serving: watch::Sender<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    let mut last_touch_round = Instant::now();
+    let mut led_epoch: Option<u64> = None;
+    let mut expiring: HashMap<i64, Instant> = HashMap::new();
+    let mut reaping: HashMap<String, Instant> = HashMap::new();
+    loop {
+        tick.tick().await;
+        let st = front.status.lock().expect("status").clone();
+        let is_serving = st.leader.is_some() && (st.role == "leading" || st.role == "following");
+        serving.send_if_modified(|v| {
+            let changed = *v != is_serving;
+            *v = is_serving;
+            changed
+        });
+        if !is_serving {
+            led_epoch = None;
+            continue;
+        }
+        if last_touch_round.elapsed() >= Duration::from_millis(500) {
+            last_touch_round = Instant::now();
+            let sessions: Vec<i64> = front.active.lock().expect("active").drain().collect();
+            if !sessions.is_empty() {
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let _ = f.submit(Txn::Touch { sessions }).await;
+                });
+            }
+        }
+        if st.role != "leading" {
+            led_epoch = None;
+            continue;
+        }
+        let now = Instant::now();
+        if led_epoch != Some(st.epoch) {
+            // A new leader gives every session a full timeout of grace.
+            led_epoch = Some(st.epoch);
+            let ids: Vec<i64> = front
+                .machine
+                .lock()
+                .expect("machine")
+                .tree
+                .sessions
+                .keys()
+                .copied()
+                .collect();
+            let mut t = front.touches.lock().expect("touches");
+            t.clear();
+            for id in ids {
+                t.insert(id, now);
+            }
+        }
+        let (expired, due) = {
+            let m = front.machine.lock().expect("machine");
+            let mut t = front.touches.lock().expect("touches");
+            let mut expired = Vec::new();
+            for (id, s) in m.tree.sessions.iter() {
+                let last = *t.entry(*id).or_insert(now);
+                if now.duration_since(last) > Duration::from_millis(s.timeout_ms.max(0) as u64) {
+                    expired.push(*id);
+                }
+            }
+            (expired, m.due_for_reaping(now_ms(), 100))
+        };
+        expiring.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
+        reaping.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
+        for id in expired {
+            if expiring.insert(id, now).is_none() {
+                info!(session = format!("{id:#x}"), "session expired");
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let _ = f.submit(Txn::CloseSession { session: id }).await;
+                });
+            }
+        }
+        for path in due {
+            if reaping.insert(path.clone(), now).is_none() {
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let _ = f
+                        .submit(Txn::Reap {
+                            path,
+                            time_ms: now_ms(),
+                        })
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_identity_matches_zookeeper() {
+        // ZooKeeper's DigestAuthenticationProvider.generateDigest("super:test").
+        assert_eq!(
+            digest_id("super:test").unwrap(),
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
+        assert!(digest_id("nocolon").is_none());
+    }
+}
