@@ -439,14 +439,17 @@ impl Front {
                 } else if pending.is_empty() {
                     let (_, _, body, t) = backlog.pop_front().expect("front");
                     let reply = self.local(session, auth, xid, code, body);
-                    let close = code == op::AUTH && reply.0.err != err::OK;
+                    // A failed auth, or an invalid opcode (a top-level check among them), closes
+                    // the connection after the error reply, as ZooKeeper does.
+                    let close = (code == op::AUTH && reply.0.err != err::OK)
+                        || reply.0.err == err::UNIMPLEMENTED;
                     drain_events(&mut events, &mut out);
                     encode_reply(&mut out, xid, reply.1, &reply.0);
                     self.record(t);
                     if close {
                         let _ = flush(&mut wr, &mut out).await;
                         reader.abort();
-                        return "authentication failed".into();
+                        return "authentication failed or invalid operation".into();
                     }
                 } else {
                     break;

@@ -675,21 +675,31 @@ impl ZkMachine {
         let mut r = Reader::new(body);
         Ok(match op_code {
             op::EXISTS => {
+                // Reads do not validate paths (a malformed one is just absent); exists alone
+                // rejects a NUL byte.
                 let p = r.string()?;
                 let watch = r.boolean()?;
-                if path::validate(&p, false).is_err() {
+                if p.contains('\0') {
                     return Ok(Reply::error(err::BAD_ARGUMENTS));
-                }
-                if watch {
-                    self.watches.add(session, watch::Kind::Data, &p);
                 }
                 match self.tree.get(&p) {
                     Some(n) => {
+                        if !tree::allowed(&n.acl, crate::jute::perms::READ, auth) {
+                            return Ok(Reply::error(err::NO_AUTH));
+                        }
                         let mut b = BytesMut::new();
                         n.stat().write(&mut b);
+                        if watch {
+                            self.watches.add(session, watch::Kind::Data, &p);
+                        }
                         Reply::ok(b)
                     }
-                    None => Reply::error(err::NO_NODE),
+                    None => {
+                        if watch {
+                            self.watches.add(session, watch::Kind::Data, &p);
+                        }
+                        Reply::error(err::NO_NODE)
+                    }
                 }
             }
             op::GET_DATA => {
@@ -706,16 +716,30 @@ impl ZkMachine {
                 let p = r.string()?;
                 match self.tree.get(&p) {
                     Some(n) => {
+                        use crate::jute::perms;
+                        let admin = tree::allowed(&n.acl, perms::ADMIN, auth);
+                        if !admin && !tree::allowed(&n.acl, perms::READ, auth) {
+                            return Ok(Reply::error(err::NO_AUTH));
+                        }
+                        // Without ADMIN, digest ids are masked as ZooKeeper does.
+                        let acl: Vec<crate::jute::Acl> = n
+                            .acl
+                            .iter()
+                            .map(|a| {
+                                let mut a = a.clone();
+                                if !admin && a.id.scheme == "digest" {
+                                    let user = a.id.id.split(':').next().unwrap_or("").to_string();
+                                    a.id.id = format!("{user}:x");
+                                }
+                                a
+                            })
+                            .collect();
                         let mut b = BytesMut::new();
-                        write_acls(&mut b, &n.acl);
+                        write_acls(&mut b, &acl);
                         n.stat().write(&mut b);
                         Reply::ok(b)
                     }
-                    None => Reply::error(if path::validate(&p, false).is_err() {
-                        err::BAD_ARGUMENTS
-                    } else {
-                        err::NO_NODE
-                    }),
+                    None => Reply::error(err::NO_NODE),
                 }
             }
             op::GET_EPHEMERALS => {
@@ -837,9 +861,6 @@ impl ZkMachine {
     }
 
     fn get_data(&mut self, session: i64, auth: &[Id], p: &str, watch: bool) -> Reply {
-        if path::validate(p, false).is_err() {
-            return Reply::error(err::BAD_ARGUMENTS);
-        }
         match self.tree.get(p) {
             Some(n) => {
                 if !tree::allowed(&n.acl, crate::jute::perms::READ, auth) {

@@ -56,11 +56,20 @@ impl Node {
     pub fn kind(&self) -> Kind {
         Kind::from_owner(self.stat.ephemeral_owner)
     }
-    /// The Stat as clients see it (numChildren and dataLength are derived).
+    /// The Stat as clients see it, derived from the stored one as ZooKeeper's DataNode.copyStat
+    /// does: the stored cversion counts child creations only, and clients see
+    /// 2 × creations − numChildren (every create and every delete adds one); containers and TTL
+    /// nodes show no owner.
     pub fn stat(&self) -> Stat {
+        let children = self.children.len() as i32;
         Stat {
-            num_children: self.children.len() as i32,
+            num_children: children,
             data_length: self.data.len() as i32,
+            cversion: self.stat.cversion.wrapping_mul(2).wrapping_sub(children),
+            ephemeral_owner: match self.kind() {
+                Kind::Ephemeral(s) => s,
+                _ => 0,
+            },
             ..self.stat
         }
     }
@@ -259,28 +268,32 @@ impl Tree {
             }
             _ => return Err(err::BAD_ARGUMENTS),
         };
-        if path::validate(a.path, sequential).is_err() || a.path == "/" && !sequential {
-            return Err(err::BAD_ARGUMENTS);
-        }
+        // ZooKeeper's order of checks (PrepRequestProcessor): the first failure wins.
         if matches!(kind, Kind::Ephemeral(_)) && !self.sessions.contains_key(&a.session) {
             return Err(err::SESSION_EXPIRED);
         }
+        if !a.path.contains('/') || a.path.contains('\0') {
+            return Err(err::BAD_ARGUMENTS);
+        }
+        let acl = fix_acl(a.acl, a.auth)?;
         let parent_path = path::parent(a.path).to_string();
         let parent = self.nodes.get(parent_path.as_str()).ok_or(err::NO_NODE)?;
         if !allowed(&parent.acl, perms::CREATE, a.auth) {
             return Err(err::NO_AUTH);
         }
-        if matches!(parent.kind(), Kind::Ephemeral(_)) {
-            return Err(err::NO_CHILDREN_FOR_EPHEMERALS);
-        }
-        let acl = fix_acl(a.acl, a.auth)?;
         let full = if sequential {
             format!("{}{:010}", a.path, parent.stat.cversion)
         } else {
             a.path.to_string()
         };
+        if path::validate(&full, false).is_err() {
+            return Err(err::BAD_ARGUMENTS);
+        }
         if self.nodes.contains_key(full.as_str()) {
             return Err(err::NODE_EXISTS);
+        }
+        if matches!(parent.kind(), Kind::Ephemeral(_)) {
+            return Err(err::NO_CHILDREN_FOR_EPHEMERALS);
         }
         let name: Arc<str> = Arc::from(path::name(&full));
         let key: Arc<str> = Arc::from(full.as_str());
@@ -333,18 +346,20 @@ impl Tree {
         zxid: i64,
         changes: &mut Vec<Change>,
     ) -> Result<(), i32> {
-        if path::validate(p, false).is_err() {
+        if !p.contains('/')
+            || p.contains('\0')
+            || p == "/"
+            || p == "/zookeeper"
+            || p.starts_with("/zookeeper/")
+        {
             return Err(err::BAD_ARGUMENTS);
         }
-        if p == "/" || p == "/zookeeper" || p.starts_with("/zookeeper/") {
-            return Err(err::BAD_ARGUMENTS);
-        }
-        let node = self.nodes.get(p).ok_or(err::NO_NODE)?;
         let parent_path = path::parent(p);
         let parent = self.nodes.get(parent_path).ok_or(err::NO_NODE)?;
         if !allowed(&parent.acl, perms::DELETE, auth) {
             return Err(err::NO_AUTH);
         }
+        let node = self.nodes.get(p).ok_or(err::NO_NODE)?;
         if version != -1 && version != node.stat.version {
             return Err(err::BAD_VERSION);
         }
@@ -362,8 +377,8 @@ impl Tree {
         };
         let parent_path: Arc<str> = Arc::from(path::parent(p));
         if let Some(parent) = self.nodes.get_mut(&parent_path) {
+            // The stored cversion counts creations; the visible one still moves (see stat()).
             parent.children.remove(path::name(p));
-            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
             parent.stat.pzxid = zxid;
         }
         match node.kind() {
@@ -481,6 +496,7 @@ impl Tree {
             return false;
         }
         match n.kind() {
+            // Stored cversion > 0: it once had a child.
             Kind::Container => n.stat.cversion > 0,
             Kind::Ttl(ttl) => now - n.stat.mtime > ttl,
             _ => false,
@@ -562,7 +578,13 @@ mod tests {
             (5, 5, 5, 0, 1)
         );
         let root = t.get("/").unwrap().stat();
-        assert_eq!((root.cversion, root.pzxid, root.num_children), (1, 5, 2));
+        // One counted create; "zookeeper" was never created by a txn: 2×1 − 2 = 0.
+        assert_eq!((root.cversion, root.pzxid, root.num_children), (0, 5, 2));
+        assert_eq!(Tree::default().get("/").unwrap().stat().cversion, -1);
+        assert_eq!(
+            Tree::default().get("/zookeeper").unwrap().stat().cversion,
+            -2
+        );
         assert_eq!(
             t.create(args("/a", 0, 6, &acl), &mut ch),
             Err(err::NODE_EXISTS)
@@ -573,6 +595,15 @@ mod tests {
         );
         assert_eq!(
             t.create(args("/bad/", 0, 6, &acl), &mut ch),
+            Err(err::NO_NODE),
+            "the parent is looked up before the full path validation"
+        );
+        assert_eq!(
+            t.create(args("/a/.", 0, 6, &acl), &mut ch),
+            Err(err::BAD_ARGUMENTS)
+        );
+        assert_eq!(
+            t.create(args("bad", 0, 6, &acl), &mut ch),
             Err(err::BAD_ARGUMENTS)
         );
         assert_eq!(
@@ -599,7 +630,12 @@ mod tests {
         let (c, _) = t
             .create(args("/q/n-", mode::PERSISTENT_SEQUENTIAL, 5, &acl), &mut ch)
             .unwrap();
-        assert_eq!(c, "/q/n-0000000003", "deletes bump cversion too");
+        assert_eq!(c, "/q/n-0000000002", "the suffix counts creations only");
+        assert_eq!(
+            t.get("/q").unwrap().stat().cversion,
+            4,
+            "visible: creates + deletes"
+        );
     }
 
     #[test]
@@ -674,7 +710,8 @@ mod tests {
         let mut a = args("/t", mode::PERSISTENT_WITH_TTL, 4, &acl);
         a.ttl = 100;
         let (_, s) = t.create(a, &mut ch).unwrap();
-        assert_eq!(Kind::from_owner(s.ephemeral_owner), Kind::Ttl(100));
+        assert_eq!(s.ephemeral_owner, 0, "clients see no owner on TTL nodes");
+        assert_eq!(t.get("/t").unwrap().kind(), Kind::Ttl(100));
         assert!(!t.reap_due("/t", 1004 + 50));
         assert!(t.reap_due("/t", 1004 + 101));
         assert!(t.reap("/t", 1004 + 101, 5, &mut ch));
