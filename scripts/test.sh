@@ -18,3 +18,27 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test (release: the simulator runs thousands of seeded runs)"
 cargo test --workspace --release --locked
+
+echo "== ZooKeeper compatibility: Python environment (kazoo, pytest)"
+py=target/pyenv
+if [ ! -x "$py/bin/pytest" ]; then
+  python3 -m venv "$py"
+  "$py/bin/pip" install --quiet --disable-pip-version-check -r tests/requirements.txt
+fi
+
+echo "== ZooKeeper compatibility: Apache ZooKeeper 3.8 from Debian (the reference run)"
+if [ ! -f /usr/share/java/zookeeper.jar ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null
+  else
+    echo "Apache ZooKeeper is needed for the reference run: sudo apt-get install zookeeper" >&2
+    exit 1
+  fi
+fi
+
+echo "== ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
+ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+
+echo "== ZooKeeper compatibility suite against synod"
+ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk

@@ -483,3 +483,50 @@ def test_garbage_frames_do_not_hurt_others(cluster, zk, base):
                 s.close()
     zk.set(base, b"ok")
     assert zk.get(base)[0] == b"ok"
+
+
+def test_fuzzed_requests_do_not_hurt_the_server_or_other_sessions(cluster, zk, base):
+    """Mutated valid requests on live sessions: errors or closed connections only."""
+    import random
+    import socket
+    rng = random.Random(20261122)
+    valid = [
+        (1, jstr(base + "/f") + jbuf(b"data") + OPEN_ACL + struct.pack("!i", 0)),
+        (4, jstr(base) + b"\1"),
+        (8, jstr(base) + b"\1"),
+        (5, jstr(base) + jbuf(b"v") + struct.pack("!i", -1)),
+        (14, struct.pack("!iBi", 1, 0, -1) + jstr(base + "/m") + jbuf(b"") + OPEN_ACL
+         + struct.pack("!i", 0) + struct.pack("!iBi", -1, 1, -1)),
+        (101, struct.pack("!q", 0) + struct.pack("!i", 1) + jstr(base) + struct.pack("!ii", 0, 0)),
+        (106, jstr(base) + struct.pack("!i", 1)),
+        (103, jstr("/")),
+        (7, jstr(base + "/none") + OPEN_ACL + struct.pack("!i", -1)),
+    ]
+    raw = None
+    for i in range(300):
+        if raw is None:
+            raw = RawZK(cluster.client_port(1 + i % cluster.n))
+        op, body = rng.choice(valid)
+        body = bytearray(body)
+        kind = rng.randrange(4)
+        if kind == 0 and body:
+            for _ in range(rng.randrange(1, 4)):
+                body[rng.randrange(len(body))] = rng.randrange(256)
+        elif kind == 1:
+            body = body[: rng.randrange(len(body) + 1)]
+        elif kind == 2:
+            body += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 32)))
+        else:
+            op = rng.choice([op, rng.randrange(-20, 130)])
+        try:
+            raw.s.settimeout(2)
+            raw.call(op, bytes(body))
+        except (OSError, ConnectionError, struct.error):
+            raw.close()
+            raw = None
+    if raw is not None:
+        raw.close()
+    for i, p in cluster.procs.items():
+        assert p.poll() is None, "server %d died" % i
+    zk.set(base, b"unharmed")
+    assert zk.get(base)[0] == b"unharmed"

@@ -1,5 +1,6 @@
 //! The `synod` command.
 
+mod cli;
 mod dev;
 mod server;
 mod sim;
@@ -25,6 +26,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Run a local cluster on loopback (one process per replica) until Ctrl-C.
     Dev(dev::DevArgs),
+    /// A small ZooKeeper client: ls, get, set, create, delete, stat, watch.
+    Cli(cli::CliArgs),
 }
 
 fn main() {
@@ -34,6 +37,13 @@ fn main() {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("synod server: {e:#}");
+                1
+            }
+        },
+        Command::Cli(args) => match cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod cli: {e:#}");
                 1
             }
         },
