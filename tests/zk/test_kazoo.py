@@ -530,3 +530,34 @@ def test_fuzzed_requests_do_not_hurt_the_server_or_other_sessions(cluster, zk, b
         assert p.poll() is None, "server %d died" % i
     zk.set(base, b"unharmed")
     assert zk.get(base)[0] == b"unharmed"
+
+
+def test_multi_read_and_who_am_i(cluster, zk, base):
+    zk.create(base + "/r", b"data")
+    raw = RawZK(cluster.client_port(3))
+    try:
+        # multiRead (22): getData(/r), getChildren(base), getData(missing) -> per-op results
+        body = struct.pack("!iBi", 4, 0, -1) + jstr(base + "/r") + b"\0"
+        body += struct.pack("!iBi", 8, 0, -1) + jstr(base) + b"\0"
+        body += struct.pack("!iBi", 4, 0, -1) + jstr(base + "/missing") + b"\0"
+        body += struct.pack("!iBi", -1, 1, -1)
+        err, out = raw.call(22, body)
+        assert err == 0
+        ty, done, e = struct.unpack_from("!iBi", out, 0)
+        assert (ty, done, e) == (4, 0, 0)
+        (n,) = struct.unpack_from("!i", out, 9)
+        assert out[13:13 + n] == b"data"
+        off = 13 + n + 68
+        ty, done, e = struct.unpack_from("!iBi", out, off)
+        assert (ty, done, e) == (8, 0, 0)
+        (count,) = struct.unpack_from("!i", out, off + 9)
+        assert count == 1
+        assert b"r" in out[off + 13:off + 20]
+        assert struct.pack("!iBi", -1, 0, NONODE) in out
+        # whoAmI (107): the connection's identities (ip for a plain client)
+        err, out = raw.call(107)
+        assert err == 0
+        (count,) = struct.unpack_from("!i", out, 0)
+        assert count >= 1 and b"ip" in out
+    finally:
+        raw.close()
