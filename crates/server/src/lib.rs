@@ -167,18 +167,11 @@ pub async fn run(cfg: Config) -> Result<()> {
     let app = admin::router(admin_state);
     let front = match (client_listener, cfg.client_addr) {
         (Some(l), Some(addr)) => {
-            let z = &cfg.zookeeper;
             let f = zk::Front::new(
                 zk::FrontConfig {
                     node_id: cfg.node_id,
                     client_addr: addr,
-                    max_buffer: z.max_buffer,
-                    min_session_timeout_ms: z.min_session_timeout_ms,
-                    max_session_timeout_ms: z.max_session_timeout_ms,
-                    max_connections: z.max_connections,
-                    max_outstanding: z.max_outstanding,
-                    max_queued_events: z.max_queued_events,
-                    four_letter_words: z.four_letter_words.clone(),
+                    tuning: cfg.zookeeper.clone(),
                     peers: members
                         .iter()
                         .map(|(id, a)| format!("server.{id}={a}"))

@@ -33,17 +33,9 @@ use tracing::{debug, info, warn};
 pub struct FrontConfig {
     pub node_id: u32,
     pub client_addr: SocketAddr,
-    /// jute.maxbuffer: the largest request accepted (a larger one closes the connection).
-    pub max_buffer: usize,
-    pub min_session_timeout_ms: i32,
-    pub max_session_timeout_ms: i32,
-    pub max_connections: usize,
-    /// Requests of one connection in flight before the server stops reading from it.
-    pub max_outstanding: usize,
-    /// Watch events queued for one connection before it is closed as too slow.
-    pub max_queued_events: usize,
-    /// Four-letter words answered on the client port ("*" for all).
-    pub four_letter_words: Vec<String>,
+    /// Limits, timeouts and four-letter words (the `[zookeeper]` section of the config).
+    pub tuning: crate::config::ZkTuning,
+    /// `server.<id>=<peer address>` lines for `conf`.
     pub peers: Vec<String>,
 }
 
@@ -214,7 +206,7 @@ impl Front {
             return;
         }
         let conns = self.stats.connections.load(Ordering::Relaxed) as usize;
-        if conns >= self.cfg.max_connections {
+        if conns >= self.cfg.tuning.max_connections {
             warn!(%addr, "too many client connections ({conns}); refusing");
             return;
         }
@@ -243,10 +235,10 @@ impl Front {
             }
         };
         let len = i32::from_be_bytes(head);
-        if len < 0 || len as usize > self.cfg.max_buffer {
+        if len < 0 || len as usize > self.cfg.tuning.max_buffer {
             return Err(format!(
                 "request length {len} is out of range (jute.maxbuffer is {})",
-                self.cfg.max_buffer
+                self.cfg.tuning.max_buffer
             ));
         }
         let mut body = vec![0u8; len as usize];
@@ -296,8 +288,8 @@ impl Front {
             return "client ahead of this server".into();
         }
         let timeout = timeout.clamp(
-            self.cfg.min_session_timeout_ms,
-            self.cfg.max_session_timeout_ms,
+            self.cfg.tuning.min_session_timeout_ms,
+            self.cfg.tuning.max_session_timeout_ms,
         );
         let (session, timeout, password) = if session_id == 0 {
             let session = self.next_session.fetch_add(1, Ordering::Relaxed) as i64;
@@ -348,7 +340,7 @@ impl Front {
         if write_frame(&mut wr, &b).await.is_err() {
             return "client went away".into();
         }
-        let (ev_tx, ev_rx) = mpsc::channel(self.cfg.max_queued_events.max(1));
+        let (ev_tx, ev_rx) = mpsc::channel(self.cfg.tuning.max_queued_events.max(1));
         if let Some(old) = self.sessions.lock().expect("sessions").insert(
             session,
             LocalSession {
@@ -458,7 +450,7 @@ impl Front {
             if !out.is_empty() && flush(&mut wr, &mut out).await.is_err() {
                 break "client went away".to_string();
             }
-            let room = backlog.len() + pending.len() < self.cfg.max_outstanding;
+            let room = backlog.len() + pending.len() < self.cfg.tuning.max_outstanding;
             tokio::select! {
                 biased;
                 ev = events.recv() => match ev {
@@ -573,6 +565,7 @@ impl Front {
     fn four_letter_word(&self, word: &str) -> String {
         let allowed = self
             .cfg
+            .tuning
             .four_letter_words
             .iter()
             .any(|w| w == "*" || w == word);
@@ -635,9 +628,9 @@ impl Front {
                     self.cfg.client_addr.port(),
                     self.cfg.client_addr.ip(),
                     self.cfg.node_id,
-                    self.cfg.min_session_timeout_ms,
-                    self.cfg.max_session_timeout_ms,
-                    self.cfg.max_buffer
+                    self.cfg.tuning.min_session_timeout_ms,
+                    self.cfg.tuning.max_session_timeout_ms,
+                    self.cfg.tuning.max_buffer
                 );
                 for p in &self.cfg.peers {
                     s.push_str(p);

@@ -816,19 +816,9 @@ impl<P: Protocol> World<P> {
             }
             FaultKind::Partition | FaultKind::OneWay => {
                 let n = self.nodes.len();
-                for a in 0..n {
-                    for b in 0..n {
-                        let (ia, ib) = (target.contains(&a), target.contains(&b));
-                        let cut = if f.kind == FaultKind::Partition {
-                            ia != ib
-                        } else {
-                            ia && !ib
-                        };
-                        if cut {
-                            self.links[a * n + b].blocked += 1;
-                            self.break_link(a, b);
-                        }
-                    }
+                for (a, b) in cut_links(f.kind, &target, n) {
+                    self.links[a * n + b].blocked += 1;
+                    self.break_link(a, b);
                 }
             }
             FaultKind::SlowNode => {
@@ -911,18 +901,8 @@ impl<P: Protocol> World<P> {
             }
             FaultKind::Partition | FaultKind::OneWay => {
                 let n = self.nodes.len();
-                for a in 0..n {
-                    for b in 0..n {
-                        let (ia, ib) = (target.contains(&a), target.contains(&b));
-                        let cut = if f.kind == FaultKind::Partition {
-                            ia != ib
-                        } else {
-                            ia && !ib
-                        };
-                        if cut {
-                            self.links[a * n + b].blocked -= 1;
-                        }
-                    }
+                for (a, b) in cut_links(f.kind, &target, n) {
+                    self.links[a * n + b].blocked -= 1;
                 }
             }
             FaultKind::SlowNode => {
@@ -1015,6 +995,25 @@ impl<P: Protocol> World<P> {
             );
         }
     }
+}
+
+/// The directed links a partition cuts: across the split both ways, or from the `side` to the
+/// rest only (one-way: the side can hear the others but not reach them).
+fn cut_links(kind: FaultKind, side: &[usize], n: usize) -> Vec<(usize, usize)> {
+    let mut v = Vec::new();
+    for a in 0..n {
+        for b in 0..n {
+            let (ia, ib) = (side.contains(&a), side.contains(&b));
+            let cut = match kind {
+                FaultKind::Partition => ia != ib,
+                _ => ia && !ib,
+            };
+            if cut {
+                v.push((a, b));
+            }
+        }
+    }
+    v
 }
 
 /// Per-run message counters, keyed by the role at the time of the message.
