@@ -16,6 +16,7 @@
 //! * **Failure detection**: [`Zab::on_tick`] (heartbeats, SC1 leader silence, SC2 lost quorum).
 
 pub mod codec;
+pub mod coin;
 pub mod log;
 pub mod msg;
 
