@@ -38,6 +38,7 @@ fn hard(e: u32) -> Hard {
         accepted_epoch: e,
         accepted_leader: 1,
         current_epoch: e,
+        led_epoch: 0,
     }
 }
 

@@ -20,6 +20,10 @@ pub enum FaultKind {
     SlowDisk,
     /// Break one connection: messages in flight are lost, both ends are told.
     LinkReset,
+    /// Crash the leader and its most up-to-date follower together; the leader restarts first
+    /// and the follower half a second later (a majority crash for N = 3: adversarial, selected
+    /// by name only, not part of `all`).
+    CrashPair,
 }
 
 impl FaultKind {
@@ -39,6 +43,7 @@ impl FaultKind {
             FaultKind::SlowNode => "slow-node",
             FaultKind::SlowDisk => "slow-disk",
             FaultKind::LinkReset => "link-reset",
+            FaultKind::CrashPair => "crash-pair",
         }
     }
 }
@@ -78,6 +83,7 @@ impl FromStr for FaultSet {
                 "heal" => continue,
                 _ => *FaultKind::ALL
                     .iter()
+                    .chain(std::iter::once(&FaultKind::CrashPair))
                     .find(|k| k.name() == part)
                     .ok_or_else(|| {
                         format!(

@@ -103,6 +103,13 @@ pub struct SimConfig<O> {
     pub snapshot_every: u64,
     /// Replicas (the first `stay_down`) that crash when the faults heal and never come back.
     pub stay_down: usize,
+    /// A1.2 of the restricted Zab variants: a crash is injected only while more than a quorum
+    /// of replicas is up.
+    pub a12_crashes: bool,
+    /// The crash-tolerance checker's rule for deliveries at followers: `None` requires a quorum
+    /// in stable storage (zab.md §1.5); `Some(k)` requires k followers, the leader not counted
+    /// (the follower invariant of the restricted variants, zab.md §3.5).
+    pub follower_invariant: Option<usize>,
     /// Checkers switched off (only to show that the others catch a bug on their own).
     pub disabled: Vec<Checker>,
     pub trace: bool,
@@ -125,6 +132,8 @@ impl<O> SimConfig<O> {
             settle_window_us: 1_000_000,
             snapshot_every: 200,
             stay_down: 0,
+            a12_crashes: false,
+            follower_invariant: None,
             disabled: Vec::new(),
             trace: false,
         }

@@ -1,35 +1,64 @@
 //! The protocols the simulator (and the `synod sim` command) can run, by name.
 
-use crate::{run_one, run_seeds, Report, SimConfig};
-use synod_zab::{Bug, Options as ZabOptions, Zab};
+use crate::{run_one, run_seeds, FaultKind, Report, SimConfig};
+use synod_zab::{Bug, Options as ZabOptions, Variant, Zab};
 
-/// Protocols that can be selected by name. The `zab-bug-*` entries are deliberately broken and
-/// exist to prove that the checkers catch unsafe protocols.
+/// Protocols that can be selected by name: Zab and the thesis's variants, then deliberately
+/// broken protocols (`zab-bug-*`, and `*-unrestricted` runs of the restricted variants under
+/// faults their assumptions exclude) that exist to prove the checkers catch unsafe protocols.
 pub const NAMES: &[&str] = &[
     "zab",
+    "zab-ac",
+    "zab-aa-restricted",
+    "zab-aa-leader-first",
+    "zab-ct-restricted",
+    "zab-ct",
+    "zab-aa",
     "zab-bug-commit-own-ack",
     "zab-bug-ack-before-durable",
     "zab-bug-elect-anyone",
     "zab-bug-forward-twice",
+    "zab-ac-unrestricted",
+    "zab-aa-restricted-unrestricted",
 ];
 
-fn zab_options(name: &str) -> Option<ZabOptions> {
-    let bug = match name {
-        "zab" => None,
+/// How a named protocol is run.
+struct Spec {
+    options: ZabOptions,
+    /// The restrictive assumptions A1.1/A1.2 hold: crashes only while more than a quorum is
+    /// up, and no partitions or connection resets (A2 with A1.2).
+    restricted: bool,
+}
+
+fn spec(name: &str) -> Option<Spec> {
+    let (base, unrestricted) = match name.strip_suffix("-unrestricted") {
+        Some(b) => (b, true),
+        None => (name, false),
+    };
+    let bug = match base {
         "zab-bug-commit-own-ack" => Some(Bug::CommitOnOwnAck),
         "zab-bug-ack-before-durable" => Some(Bug::AckBeforeDurable),
         "zab-bug-elect-anyone" => Some(Bug::ElectAnyone),
         "zab-bug-forward-twice" => Some(Bug::ForwardTwice),
-        _ => return None,
+        _ => None,
     };
-    Some(ZabOptions {
-        bug,
-        ..ZabOptions::default()
+    let variant = match bug {
+        Some(_) => Variant::Zab,
+        None => Variant::from_name(base)?,
+    };
+    Some(Spec {
+        options: ZabOptions {
+            bug,
+            variant,
+            enforce_a11: !unrestricted,
+            ..ZabOptions::default()
+        },
+        restricted: variant.restricted() && !unrestricted,
     })
 }
 
 pub fn check_name(name: &str) -> Result<(), String> {
-    if NAMES.contains(&name) {
+    if NAMES.contains(&name) && spec(name).is_some() {
         Ok(())
     } else {
         Err(format!(
@@ -37,6 +66,39 @@ pub fn check_name(name: &str) -> Result<(), String> {
             NAMES.join(", ")
         ))
     }
+}
+
+/// Check that the protocol supports `nodes` replicas.
+pub fn check_size(name: &str, nodes: usize) -> Result<(), String> {
+    let s = spec(name).ok_or_else(|| format!("unknown protocol '{name}'"))?;
+    if s.options.variant.supports(nodes) {
+        Ok(())
+    } else {
+        Err(format!("{name} runs with N = 3 only"))
+    }
+}
+
+/// The configuration a named protocol runs under: its options, the faults its assumptions
+/// allow, and the crash-tolerance invariant it promises.
+fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<ZabOptions> {
+    let s = spec(name).expect("checked");
+    let variant = s.options.variant;
+    let mut c = with_options(cfg, s.options);
+    if s.restricted {
+        c.faults.0.retain(|k| {
+            matches!(
+                k,
+                FaultKind::Crash | FaultKind::SlowNode | FaultKind::SlowDisk
+            )
+        });
+        c.a12_crashes = true;
+    }
+    if variant.restricted() {
+        // The follower invariant of zab.md §3.5: a follower delivers once `threshold` followers
+        // have logged; the leader still needs a quorum.
+        c.follower_invariant = variant.follower_threshold(cfg.nodes);
+    }
+    c
 }
 
 /// Run a set of seeds of the named protocol, with `cfg` giving everything but the options.
@@ -47,15 +109,15 @@ pub fn run_named_seeds(
     threads: usize,
 ) -> Result<Report, String> {
     check_name(name)?;
-    let opts = zab_options(name).expect("checked");
-    Ok(run_seeds::<Zab>(&with_options(cfg, opts), seeds, threads))
+    check_size(name, cfg.nodes)?;
+    Ok(run_seeds::<Zab>(&configure(name, cfg), seeds, threads))
 }
 
 /// Run one seed of the named protocol, returning its trace when `cfg.trace` is set.
 pub fn run_named_one(name: &str, cfg: &SimConfig<()>) -> Result<(Report, Option<String>), String> {
     check_name(name)?;
-    let opts = zab_options(name).expect("checked");
-    Ok(run_one::<Zab>(with_options(cfg, opts)))
+    check_size(name, cfg.nodes)?;
+    Ok(run_one::<Zab>(configure(name, cfg)))
 }
 
 pub fn with_options<O, P: Clone>(cfg: &SimConfig<O>, options: P) -> SimConfig<P> {
@@ -74,6 +136,8 @@ pub fn with_options<O, P: Clone>(cfg: &SimConfig<O>, options: P) -> SimConfig<P>
         settle_window_us: cfg.settle_window_us,
         snapshot_every: cfg.snapshot_every,
         stay_down: cfg.stay_down,
+        a12_crashes: cfg.a12_crashes,
+        follower_invariant: cfg.follower_invariant,
         disabled: cfg.disabled.clone(),
         trace: cfg.trace,
     }

@@ -44,6 +44,7 @@ enum Ev<M> {
     Fault(usize),
     Heal(usize),
     HealAll,
+    Restart(usize),
 }
 
 struct Scheduled<M> {
@@ -326,7 +327,7 @@ impl<P: Protocol> World<P> {
         self.report.latency = Some(self.latency.clone());
         for f in &self.schedule.faults {
             *self.report.faults.entry(f.kind.name()).or_default() += 1;
-            if f.kind == FaultKind::Crash {
+            if matches!(f.kind, FaultKind::Crash | FaultKind::CrashPair) {
                 *self.report.faults.entry("restart").or_default() += 1;
             }
         }
@@ -435,6 +436,11 @@ impl<P: Protocol> World<P> {
             Ev::Fault(i) => self.inject(i),
             Ev::Heal(i) => self.heal(i),
             Ev::HealAll => self.heal_all(),
+            Ev::Restart(i) => {
+                if self.nodes[i].core.is_none() && !self.nodes[i].stays_down {
+                    self.start_node(i);
+                }
+            }
         }
     }
 
@@ -535,7 +541,7 @@ impl<P: Protocol> World<P> {
         for a in out.apply.drain(..) {
             match a {
                 Apply::Command { at, command } => {
-                    let durable_quorum = self.durable_quorum(at.slot, command.id);
+                    let durable_quorum = self.durable_quorum(i, at.slot, command.id);
                     let inc = self.nodes[i].incarnation;
                     self.history.delivered(
                         now,
@@ -599,7 +605,18 @@ impl<P: Protocol> World<P> {
         })
     }
 
-    fn durable_quorum(&self, slot: u64, id: u64) -> bool {
+    /// The crash-tolerance invariant for a delivery at replica `i`.
+    fn durable_quorum(&self, i: usize, slot: u64, id: u64) -> bool {
+        let me = &self.nodes[i];
+        if let (Some(k), Role::Following) = (self.cfg.follower_invariant, me.role) {
+            let leader = me.leader;
+            let holders = self
+                .nodes
+                .iter()
+                .filter(|n| Some(n.id) != leader && n.durable.holds(slot, id))
+                .count();
+            return holders >= k;
+        }
         let holders = self
             .nodes
             .iter()
@@ -809,8 +826,27 @@ impl<P: Protocol> World<P> {
         self.schedule.faults[i].resolved = target.clone();
         self.tracef(|| format!("FAULT {} on {:?}", f.kind.name(), target));
         match f.kind {
+            FaultKind::CrashPair => {
+                for &t in &target {
+                    self.crash_node(t);
+                }
+            }
             FaultKind::Crash => {
                 for &t in &target {
+                    // Processes executing the protocol: up and serving with a leader.
+                    let executing = self
+                        .nodes
+                        .iter()
+                        .filter(|n| {
+                            n.core.is_some() && matches!(n.role, Role::Leading | Role::Following)
+                        })
+                        .count();
+                    let quorum = synod_core::quorum::majority(self.nodes.len());
+                    if self.cfg.a12_crashes && executing <= quorum {
+                        // A1.2: no crash while only a quorum executes.
+                        self.tracef(|| format!("crash of n{} skipped (A1.2)", t + 1));
+                        continue;
+                    }
                     self.crash_node(t);
                 }
             }
@@ -870,6 +906,15 @@ impl<P: Protocol> World<P> {
                 }
                 side
             }
+            FaultKind::CrashPair => {
+                let l = leader.unwrap_or_else(|| pick(&mut self.rng));
+                // The follower holding the most: the one whose loss hurts.
+                let f = (0..n)
+                    .filter(|&i| i != l)
+                    .max_by_key(|&i| (self.nodes[i].durable.last_slot(), i))
+                    .unwrap_or(l);
+                vec![l, f]
+            }
             FaultKind::LinkReset => {
                 let a = leader.unwrap_or_else(|| pick(&mut self.rng));
                 let mut b = pick(&mut self.rng);
@@ -913,6 +958,17 @@ impl<P: Protocol> World<P> {
             FaultKind::SlowDisk => {
                 for &t in &target {
                     self.nodes[t].slow_disk = 1;
+                }
+            }
+            FaultKind::CrashPair => {
+                if let Some(&l) = target.first() {
+                    if self.nodes[l].core.is_none() {
+                        self.start_node(l);
+                    }
+                }
+                if let Some(&f) = target.get(1) {
+                    let at = self.now + 500_000;
+                    self.at(at, Ev::Restart(f));
                 }
             }
             FaultKind::LinkReset => {}

@@ -8,7 +8,8 @@ use synod_sim::{FaultSet, Report, SimConfig};
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Protocol to run (zab; zab-bug-* are deliberately broken, to show the checkers fire).
+    /// Protocol: zab, zab-ac, zab-aa-restricted, zab-aa-leader-first, zab-ct-restricted, zab-ct,
+    /// zab-aa; zab-bug-* and *-unrestricted are deliberately broken, to show the checkers fire.
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Number of replicas.
@@ -39,6 +40,12 @@ pub struct SimArgs {
     /// Length of the fault phase in milliseconds of virtual time.
     #[arg(long, default_value_t = 4_000)]
     window_ms: u64,
+    /// Most faults drawn per run (1..=N of them).
+    #[arg(long, default_value_t = 8)]
+    max_faults: usize,
+    /// Longest fault, in milliseconds.
+    #[arg(long, default_value_t = 1_500)]
+    max_fault_ms: u64,
     /// Replicas that crash when the faults heal and never come back.
     #[arg(long, default_value_t = 0)]
     stay_down: usize,
@@ -61,6 +68,7 @@ fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
 
 pub fn run(args: SimArgs) -> Result<i32> {
     protocols::check_name(&args.protocol).map_err(anyhow::Error::msg)?;
+    protocols::check_size(&args.protocol, args.nodes).map_err(anyhow::Error::msg)?;
     if !(1..=15).contains(&args.nodes) {
         bail!("--nodes must be between 1 and 15");
     }
@@ -72,6 +80,8 @@ pub fn run(args: SimArgs) -> Result<i32> {
     cfg.workload.payload_bytes = args.payload;
     cfg.fault_window_us = args.window_ms * 1_000;
     cfg.stay_down = args.stay_down;
+    cfg.max_faults = args.max_faults;
+    cfg.max_fault_us = args.max_fault_ms * 1_000;
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

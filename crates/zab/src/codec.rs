@@ -49,12 +49,14 @@ impl Wire for Hard {
         b.put_u32(self.accepted_epoch);
         b.put_u32(self.accepted_leader);
         b.put_u32(self.current_epoch);
+        b.put_u32(self.led_epoch);
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         Ok(Hard {
             accepted_epoch: get_u32(b)?,
             accepted_leader: get_u32(b)?,
             current_epoch: get_u32(b)?,
+            led_epoch: get_u32(b)?,
         })
     }
 }
@@ -384,6 +386,7 @@ mod tests {
             accepted_epoch: 1,
             accepted_leader: 2,
             current_epoch: 3,
+            led_epoch: 3,
         };
         assert_eq!(Hard::from_bytes(h.to_bytes()).unwrap(), h);
     }

@@ -19,9 +19,11 @@ pub mod codec;
 pub mod coin;
 pub mod log;
 pub mod msg;
+pub mod variant;
 
 use crate::log::Log;
 pub use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
+pub use crate::variant::Variant;
 use std::collections::{BTreeMap, VecDeque};
 use synod_core::{
     quorum, rng::CoreRng, Actions, Apply, Cluster, Command, Dest, DurableState, Envelope, Event,
@@ -73,6 +75,17 @@ pub struct Options {
     pub sync_batch: usize,
     /// Epochs a log summary may carry before the leader must send a snapshot instead.
     pub max_summary_epochs: usize,
+    /// The broadcast-phase variant (see [`variant`]).
+    pub variant: Variant,
+    /// Enforce A1.1 for the restricted variants (a recovered leader stays out until its
+    /// successor is installed). Only the simulator's demonstration of the hazard turns it off.
+    pub enforce_a11: bool,
+    /// Enforced coin tossing (F4, timer D): a follower with unacknowledged proposals tosses
+    /// again after this long.
+    pub enforced_toss_us: TimeUs,
+    /// A follower whose logged proposals stay uncommitted this long acks them explicitly to
+    /// everyone (the deterministic fallback of zab.md §10 item 8, in place of timer(C_m)).
+    pub ack_timeout_us: TimeUs,
     pub bug: Option<Bug>,
 }
 
@@ -92,6 +105,10 @@ impl Default for Options {
             max_inflight: 50_000,
             sync_batch: 256,
             max_summary_epochs: 4_096,
+            variant: Variant::Zab,
+            enforce_a11: true,
+            enforced_toss_us: 20_000,
+            ack_timeout_us: 100_000,
             bug: None,
         }
     }
@@ -132,6 +149,12 @@ struct Follower {
     next_info: TimeUs,
     commit: Point,
     acked: Zxid,
+    /// Variants: the highest zxid each other follower acked in this epoch (cumulative).
+    peer_acks: BTreeMap<NodeId, Zxid>,
+    /// Variants: when the oldest logged but uncommitted proposal became durable here, and when
+    /// the coin was last tossed for it.
+    uncommitted_since: Option<TimeUs>,
+    last_toss: TimeUs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,7 +210,6 @@ enum Phase {
 pub struct Zab {
     cluster: Cluster,
     opts: Options,
-    #[allow(dead_code)]
     rng: CoreRng,
     now: TimeUs,
     log: Log,
@@ -195,6 +217,9 @@ pub struct Zab {
     applied: u64,
     round: u64,
     phase: Phase,
+    /// A1.1 (restricted variants): this replica led epoch e, crashed and restarted; it stays out
+    /// of elections until a leader of a later epoch exists.
+    suspended_until_above: Option<u32>,
 }
 
 impl Protocol for Zab {
@@ -210,6 +235,12 @@ impl Protocol for Zab {
         seed: u64,
     ) -> Self {
         let applied = durable.snapshot.as_ref().map_or(0, |s| s.at.slot);
+        let hard = durable.hard;
+        let suspended_until_above = (options.variant.restricted()
+            && options.enforce_a11
+            && hard.led_epoch > 0
+            && hard.led_epoch >= hard.current_epoch)
+            .then_some(hard.led_epoch);
         let log = Log::restore(durable);
         assert!(
             log.base().slot <= applied,
@@ -223,6 +254,7 @@ impl Protocol for Zab {
             log,
             applied,
             round: 0,
+            suspended_until_above,
             phase: Phase::Looking(Election {
                 vote: Vote::default(),
                 recv: BTreeMap::new(),
@@ -345,14 +377,23 @@ impl Zab {
     }
 
     fn broadcast_vote(&mut self, out: &mut ZabActions) {
+        let suspended = self.suspended_until_above.is_some();
         let Phase::Looking(el) = &mut self.phase else {
             return;
+        };
+        let vote = if suspended {
+            // A1.1: a recovered leader neither votes nor stands. It still announces itself with
+            // an abstaining vote (for no one, lower than any real vote) so that settled peers
+            // tell it who leads, and it joins a leader of a later epoch.
+            Vote::default()
+        } else {
+            el.vote
         };
         el.next_send = self.now + el.resend_us;
         el.resend_us = (el.resend_us * 2).min(self.opts.election_resend_max_us);
         let msg = Msg::Notification {
             round: self.round,
-            vote: el.vote,
+            vote,
             state: PeerState::Looking,
         };
         out.send.push(Envelope {
@@ -397,6 +438,18 @@ impl Zab {
             }
             return;
         }
+        if self.suspended_until_above.is_some_and(|e| vote.epoch > e) {
+            // A1.1: a vote naming a later epoch proves our successor was installed; rejoin.
+            self.suspended_until_above = None;
+            if let Phase::Looking(el) = &mut self.phase {
+                el.vote = Vote {
+                    epoch: self.log.hard().current_epoch,
+                    zxid: self.log.last().zxid,
+                    leader: self.cluster.me,
+                };
+                el.recv.insert(self.cluster.me, el.vote);
+            }
+        }
         let me = self.cluster.me;
         let quorum = self.quorum();
         let my_initial = self.my_vote();
@@ -408,6 +461,9 @@ impl Zab {
                 unreachable!()
             };
             match state {
+                PeerState::Looking if self.suspended_until_above.is_some() => {}
+                // An abstaining vote (a suspended replica, A1.1) is neither adopted nor counted.
+                PeerState::Looking if vote.leader == 0 => {}
                 PeerState::Looking => {
                     if round > self.round {
                         self.round = round;
@@ -442,13 +498,15 @@ impl Zab {
                     let leader = vote.leader;
                     let leader_says_so = el.settled.get(&leader) == Some(&(leader, true));
                     let support = el.settled.values().filter(|(l, _)| *l == leader).count() + 1;
-                    if leader != me && leader_says_so && support >= quorum {
+                    let late_enough = self.suspended_until_above.is_none_or(|e| vote.epoch > e);
+                    if leader != me && leader_says_so && support >= quorum && late_enough {
                         join = Some(leader);
                     }
                 }
             }
         }
         if let Some(leader) = join {
+            self.suspended_until_above = None;
             self.start_following(leader, out);
             return;
         }
@@ -493,6 +551,9 @@ impl Zab {
             next_info: self.now + self.opts.heartbeat_us,
             commit: Point::default(),
             acked: Zxid::ZERO,
+            peer_acks: BTreeMap::new(),
+            uncommitted_since: None,
+            last_toss: self.now,
         });
         self.send_follower_info(leader, out);
     }
@@ -678,6 +739,7 @@ impl Zab {
         let acked = std::mem::take(&mut l.ack_epochs);
         let hard = Hard {
             current_epoch: epoch,
+            led_epoch: epoch,
             ..self.log.hard()
         };
         let seq = self.log.set_hard(hard, &mut out.persist);
@@ -1040,14 +1102,28 @@ impl Zab {
             slot: self.log.last().slot + 1,
             command,
         };
-        for p in peers {
-            let msg = Msg::Proposal {
-                epoch,
-                entry: entry.clone(),
-            };
-            self.send(out, p, msg);
+        if self.opts.variant.leader_first() {
+            // [P]'s ZabAA: the proposal counts as the leader's ack, so it leaves only once the
+            // leader's own write is durable.
+            let seq = self.log.append(vec![entry.clone()], &mut out.persist);
+            for p in peers {
+                let msg = Msg::Proposal {
+                    epoch,
+                    entry: entry.clone(),
+                };
+                self.send_after(out, p, msg, seq);
+            }
+        } else {
+            // L1: the leader's write runs in parallel with the sends.
+            for p in peers {
+                let msg = Msg::Proposal {
+                    epoch,
+                    entry: entry.clone(),
+                };
+                self.send(out, p, msg);
+            }
+            self.log.append(vec![entry], &mut out.persist);
         }
-        self.log.append(vec![entry], &mut out.persist);
         if self.opts.bug == Some(Bug::CommitOnOwnAck) {
             self.advance_commit(out);
         }
@@ -1109,6 +1185,17 @@ impl Zab {
 
     fn on_ack(&mut self, from: NodeId, epoch: u32, zxid: Zxid, out: &mut ZabActions) {
         let now = self.now;
+        if let Phase::Following(f) = &mut self.phase {
+            // Variants: another follower's (cumulative) ack.
+            if f.epoch == epoch && from != f.leader && f.stage >= FStage::Synced {
+                let a = f.peer_acks.entry(from).or_insert(Zxid::ZERO);
+                if zxid > *a {
+                    *a = zxid;
+                    self.follower_commit(out);
+                }
+            }
+            return;
+        }
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
@@ -1164,9 +1251,11 @@ impl Zab {
             .expect("acked zxids are in the leader's log");
         l.commit = at;
         let epoch = l.epoch;
-        let peers: Vec<NodeId> = l.peers.keys().copied().collect();
-        for p in peers {
-            self.send(out, p, Msg::Commit { epoch, at });
+        if self.opts.variant.leader_commits() {
+            let peers: Vec<NodeId> = l.peers.keys().copied().collect();
+            for p in peers {
+                self.send(out, p, Msg::Commit { epoch, at });
+            }
         }
         self.deliver(at, out);
     }
@@ -1198,6 +1287,85 @@ impl Zab {
                 command: e.command.clone(),
             });
             self.applied += 1;
+        }
+    }
+
+    /// Variants, F1–F3: send (or, with a coin, maybe send) a cumulative ack for everything durably
+    /// logged here, to the leader and (ack-all variants) to every follower. `forced` skips the
+    /// coin (the deterministic fallback).
+    fn variant_ack(&mut self, forced: bool, out: &mut ZabActions) {
+        let durable = self.log.durable().zxid;
+        let n = self.cluster.size();
+        let variant = self.opts.variant;
+        let now = self.now;
+        let heads = match variant.coin(n) {
+            Some(p) if !forced => self.rng.chance(p),
+            _ => true,
+        };
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
+        if durable <= f.acked {
+            return;
+        }
+        f.last_toss = now;
+        if !heads {
+            return;
+        }
+        f.acked = durable;
+        let (leader, epoch) = (f.leader, f.epoch);
+        let msg = Msg::Ack {
+            epoch,
+            zxid: durable,
+        };
+        if variant.broadcast_acks() {
+            out.send.push(Envelope {
+                to: Dest::All,
+                msg,
+                after_durable: 0,
+            });
+        } else {
+            self.send(out, leader, msg);
+        }
+    }
+
+    /// Variants, F-commit: the highest zxid that `threshold` followers (this one included, for
+    /// what is durable here) are known to have logged is committed; deliver up to it.
+    fn follower_commit(&mut self, out: &mut ZabActions) {
+        let Some(k) = self.opts.variant.follower_threshold(self.cluster.size()) else {
+            return;
+        };
+        let own = self.log.durable().zxid;
+        let last = self.log.last();
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
+        if f.stage < FStage::Synced {
+            return;
+        }
+        let mut acks: Vec<Zxid> = f.peer_acks.values().copied().collect();
+        acks.push(own);
+        let Some(z) = quorum::kth_largest(&mut acks, k) else {
+            return;
+        };
+        if z <= f.commit.zxid {
+            return;
+        }
+        let at = if z >= last.zxid {
+            Some(last)
+        } else {
+            self.log.point_of(z)
+        };
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
+        if let Some(at) = at {
+            f.commit = f.commit.max(at);
+            if f.commit.zxid >= own {
+                f.uncommitted_since = None;
+            }
+            let commit = f.commit;
+            self.deliver(commit, out);
         }
     }
 
@@ -1318,6 +1486,19 @@ impl Zab {
             Phase::Following(f) => {
                 if now.saturating_sub(f.last_heard) > self.opts.follower_timeout_us {
                     self.become_looking(out);
+                } else if f.stage >= FStage::Synced && self.opts.variant != Variant::Zab {
+                    // F4, enforced coin tossing; and the deterministic fallback for proposals
+                    // that stay uncommitted.
+                    let overdue = f
+                        .uncommitted_since
+                        .is_some_and(|t| now.saturating_sub(t) >= self.opts.ack_timeout_us);
+                    let toss = now.saturating_sub(f.last_toss) >= self.opts.enforced_toss_us;
+                    if overdue {
+                        f.uncommitted_since = Some(now);
+                        self.variant_ack(true, out);
+                    } else if toss {
+                        self.variant_ack(false, out);
+                    }
                 } else if f.stage == FStage::Info && now >= f.next_info {
                     // The leader may still have been LOOKING when we first asked.
                     f.next_info = now + self.opts.heartbeat_us;

@@ -107,6 +107,8 @@ pub struct Hard {
     pub accepted_leader: NodeId,
     /// The epoch of the last NEWLEADER this replica acknowledged (currentEpoch, f.a).
     pub current_epoch: u32,
+    /// The last epoch this replica led (A1.1 for the restricted variants).
+    pub led_epoch: u32,
 }
 
 /// A fast-leader-election vote, ordered by ⟨current epoch, last zxid, id⟩.
