@@ -561,3 +561,41 @@ def test_multi_read_and_who_am_i(cluster, zk, base):
         assert count >= 1 and b"ip" in out
     finally:
         raw.close()
+
+
+def test_close_session_is_answered_and_top_level_check_is_refused(cluster, zk, base):
+    raw = RawZK(cluster.client_port(1))
+    err, _ = raw.call(1, jstr(base + "/mine") + jbuf(b"") + OPEN_ACL + struct.pack("!i", 1))
+    assert err == 0
+    try:
+        err, _ = raw.call(-11)
+        assert err == 0
+    except (ConnectionError, OSError):
+        pass  # ZooKeeper may close before its reply reaches us
+    raw.close()
+    assert wait_for(lambda: zk.exists(base + "/mine") is None, 5)
+    raw = RawZK(cluster.client_port(2))
+    # check (13) is valid only inside multi: the connection closes (ZooKeeper may send
+    # UNIMPLEMENTED first).
+    try:
+        err, _ = raw.call(13, jstr(base) + struct.pack("!i", -1))
+        assert err == -6
+    except (ConnectionError, OSError):
+        pass
+    with pytest.raises((ConnectionError, OSError)):
+        raw.s.settimeout(2)
+        raw.call(11)
+    raw.close()
+
+
+def test_multi_reports_container_creates_as_create2(cluster, zk, base):
+    raw = RawZK(cluster.client_port(1))
+    try:
+        body = struct.pack("!iBi", 19, 0, -1) + jstr(base + "/c") + jbuf(b"") + OPEN_ACL + struct.pack("!i", 4)
+        body += struct.pack("!iBi", -1, 1, -1)
+        err, out = raw.call(14, body)
+        assert err == 0
+        ty, done, e = struct.unpack_from("!iBi", out, 0)
+        assert (ty, done, e) == (15, 0, 0)
+    finally:
+        raw.close()

@@ -200,6 +200,12 @@ impl Config {
             );
         }
         let members = self.members()?;
+        if !(1..=254).contains(&self.node_id) {
+            bail!(
+                "config key node_id: {} is outside 1..=254 (the top byte of session ids)",
+                self.node_id
+            );
+        }
         if !members.contains_key(&self.node_id) {
             bail!(
                 "config key node_id: {} is not one of the peers ({:?})",

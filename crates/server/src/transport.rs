@@ -22,11 +22,11 @@
 
 use crate::driver::DriverInput;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use synod_core::wire::{get_string, get_u16, get_u32, get_u8, put_str, Wire};
 use synod_core::NodeId;
@@ -415,6 +415,9 @@ pub async fn serve_inbound<M: Wire + Send + 'static>(
     events: mpsc::Sender<DriverInput<M>>,
     stats: Arc<TransportStats>,
 ) {
+    // One live inbound connection per peer: a newer one supersedes the older, whose leftover
+    // messages and late disconnect must not interleave with the new connection's (FIFO).
+    let live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>> = Arc::default();
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(x) => x,
@@ -427,8 +430,9 @@ pub async fn serve_inbound<M: Wire + Send + 'static>(
         let cfg = cfg.clone();
         let events = events.clone();
         let stats = stats.clone();
+        let live = live.clone();
         tokio::spawn(async move {
-            inbound(cfg, stream, addr, events, stats).await;
+            inbound(cfg, stream, addr, events, stats, live).await;
         });
     }
 }
@@ -439,6 +443,7 @@ async fn inbound<M: Wire + Send + 'static>(
     addr: SocketAddr,
     events: mpsc::Sender<DriverInput<M>>,
     stats: Arc<TransportStats>,
+    live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>>,
 ) {
     let _ = s.set_nodelay(true);
     let max_frame = cfg.max_frame();
@@ -483,6 +488,14 @@ async fn inbound<M: Wire + Send + 'static>(
         return;
     }
     info!(peer, %addr, "peer connected");
+    let superseded = Arc::new(AtomicBool::new(false));
+    if let Some(old) = live
+        .lock()
+        .expect("live peers")
+        .insert(peer, superseded.clone())
+    {
+        old.store(true, Ordering::SeqCst);
+    }
     let mut partial: Option<BytesMut> = None;
     let why = loop {
         let (kind, data) = match read_frame(&mut s, max_frame).await {
@@ -527,6 +540,9 @@ async fn inbound<M: Wire + Send + 'static>(
                 break format!("undecodable message: {e}");
             }
         };
+        if superseded.load(Ordering::SeqCst) {
+            return; // a newer connection from this peer took over
+        }
         if events
             .send(DriverInput::Peer { from: peer, msg })
             .await
@@ -543,6 +559,15 @@ async fn inbound<M: Wire + Send + 'static>(
         warn!(peer, %addr, "closing peer connection: {why}");
     } else {
         debug!(peer, %addr, "peer connection ended: {why}");
+    }
+    {
+        let mut l = live.lock().expect("live peers");
+        if superseded.load(Ordering::SeqCst) {
+            return; // the newer connection is the one that counts
+        }
+        if l.get(&peer).is_some_and(|f| Arc::ptr_eq(f, &superseded)) {
+            l.remove(&peer);
+        }
     }
     let _ = events.send(DriverInput::Disconnected { peer }).await;
 }

@@ -39,14 +39,15 @@ pub struct FrontConfig {
     pub peers: Vec<String>,
 }
 
-enum ConnEvent {
-    Watch(i32, String),
-    Close(&'static str),
-}
+/// A watch event for a connection.
+struct ConnEvent(i32, String);
 
 struct LocalSession {
     conn: u64,
     events: mpsc::Sender<ConnEvent>,
+    /// Closing is signalled apart from the events, so that it is never lost or dropped: a full
+    /// event queue closes the connection rather than silently losing an event.
+    close: watch::Sender<Option<&'static str>>,
 }
 
 #[derive(Default)]
@@ -88,12 +89,10 @@ impl Effects for FrontEffects {
         if let Some(ls) = s.get(&session) {
             if ls
                 .events
-                .try_send(ConnEvent::Watch(event_type, path.to_string()))
+                .try_send(ConnEvent(event_type, path.to_string()))
                 .is_err()
             {
-                let _ = ls
-                    .events
-                    .try_send(ConnEvent::Close("too many queued watch events"));
+                ls.close.send_replace(Some("too many queued watch events"));
             }
         }
     }
@@ -101,7 +100,7 @@ impl Effects for FrontEffects {
         self.touches.lock().expect("touches").remove(&session);
         let s = self.sessions.lock().expect("sessions");
         if let Some(ls) = s.get(&session) {
-            let _ = ls.events.try_send(ConnEvent::Close("session closed"));
+            ls.close.send_replace(Some("session closed"));
         }
     }
     fn touched(&self, sessions: &[i64]) {
@@ -307,6 +306,17 @@ impl Front {
                 Err(e) => return format!("session creation failed: {e:?}"),
             }
         } else {
+            // Touch the session through the log first: it refreshes its liveness at the leader
+            // before we answer, and once applied here this replica has caught up with the
+            // session's creation (a lagging replica must not call a live session expired).
+            let touched = self
+                .submit(Txn::Touch {
+                    sessions: vec![session_id],
+                })
+                .await;
+            if let Err(e) = touched {
+                return format!("cannot re-attach session now: {e:?}");
+            }
             let known = self
                 .machine
                 .lock()
@@ -341,16 +351,17 @@ impl Front {
             return "client went away".into();
         }
         let (ev_tx, ev_rx) = mpsc::channel(self.cfg.tuning.max_queued_events.max(1));
+        let (close_tx, close_rx) = watch::channel(None);
         if let Some(old) = self.sessions.lock().expect("sessions").insert(
             session,
             LocalSession {
                 conn,
                 events: ev_tx,
+                close: close_tx,
             },
         ) {
-            let _ = old
-                .events
-                .try_send(ConnEvent::Close("session moved to another connection"));
+            old.close
+                .send_replace(Some("session moved to another connection"));
         }
         // The machine keeps watches per session; a session that moves here starts afresh
         // (clients re-register with setWatches).
@@ -363,7 +374,9 @@ impl Front {
             scheme: "ip".into(),
             id: addr.ip().to_string(),
         }];
-        let why = self.requests(session, &mut auth, rd, wr, ev_rx, addr).await;
+        let why = self
+            .requests(session, &mut auth, rd, wr, ev_rx, close_rx, addr)
+            .await;
         let mut s = self.sessions.lock().expect("sessions");
         if s.get(&session).is_some_and(|ls| ls.conn == conn) {
             s.remove(&session);
@@ -379,6 +392,7 @@ impl Front {
         rd: OwnedReadHalf,
         mut wr: OwnedWriteHalf,
         mut events: mpsc::Receiver<ConnEvent>,
+        mut close: watch::Receiver<Option<&'static str>>,
         addr: SocketAddr,
     ) -> String {
         // Frames are read by their own task so that a slow reply path backs up into TCP.
@@ -398,7 +412,10 @@ impl Front {
         let mut backlog: VecDeque<(i32, i32, Bytes, Instant)> = VecDeque::new();
         let mut pending: VecDeque<Pending> = VecDeque::new();
         let mut out = BytesMut::new();
-        let why = loop {
+        // Set once this client asked to close its session: the replicated close then closes the
+        // connection only after its reply is sent.
+        let mut closing = false;
+        let why = 'conn: loop {
             // Start what may start: writes in order, a read once no earlier write is in flight.
             while let Some((xid, code, _, _)) = backlog.front() {
                 let (xid, code) = (*xid, *code);
@@ -425,18 +442,16 @@ impl Front {
                         .await
                         .is_err()
                     {
-                        break;
+                        break 'conn "server shutting down".to_string();
                     }
+                    closing |= code == op::CLOSE_SESSION;
                     pending.push_back(Pending::Write { xid, code, rx, t });
                 } else if pending.is_empty() {
                     let (_, _, body, t) = backlog.pop_front().expect("front");
-                    let reply = self.local(session, auth, xid, code, body);
+                    let e = self.local(session, auth, xid, code, body, &mut events, &mut out);
                     // A failed auth, or an invalid opcode (a top-level check among them), closes
                     // the connection after the error reply, as ZooKeeper does.
-                    let close = (code == op::AUTH && reply.0.err != err::OK)
-                        || reply.0.err == err::UNIMPLEMENTED;
-                    drain_events(&mut events, &mut out);
-                    encode_reply(&mut out, xid, reply.1, &reply.0);
+                    let close = (code == op::AUTH && e != err::OK) || e == err::UNIMPLEMENTED;
                     self.record(t);
                     if close {
                         let _ = flush(&mut wr, &mut out).await;
@@ -454,10 +469,18 @@ impl Front {
             tokio::select! {
                 biased;
                 ev = events.recv() => match ev {
-                    Some(ConnEvent::Watch(ty, path)) => encode_event(&mut out, ty, &path),
-                    Some(ConnEvent::Close(why)) => break why.to_string(),
+                    Some(ConnEvent(ty, path)) => encode_event(&mut out, ty, &path),
                     None => break "event channel closed".to_string(),
                 },
+                _ = close.changed() => {
+                    let why = *close.borrow_and_update();
+                    match why {
+                        // Our own closeSession: its reply goes out first.
+                        Some("session closed") if closing => {}
+                        Some(why) => break why.to_string(),
+                        None => {}
+                    }
+                }
                 _ = serving.changed() => {
                     if !*serving.borrow() {
                         break "this server lost its leader".to_string();
@@ -517,15 +540,21 @@ impl Front {
         self.stats.latency_max_us.fetch_max(us, Ordering::Relaxed);
     }
 
-    /// A request served here: reads, watch management, auth, ping. Returns (reply, zxid).
+    /// A request served here (reads, watch management, auth, ping): its reply is encoded into
+    /// `out` while the machine is locked, after every watch event already fired, so that no
+    /// event for a watch this request registers can overtake the reply (clients register the
+    /// watcher when the reply arrives). Returns the error code.
+    #[allow(clippy::too_many_arguments)]
     fn local(
         &self,
         session: i64,
         auth: &mut Vec<Id>,
-        _xid: i32,
+        xid: i32,
         code: i32,
         body: Bytes,
-    ) -> (Reply, i64) {
+        events: &mut mpsc::Receiver<ConnEvent>,
+        out: &mut BytesMut,
+    ) -> i32 {
         let mut m = self.machine.lock().expect("machine");
         let zxid = m.applied_zxid;
         let reply = match code {
@@ -559,7 +588,9 @@ impl Front {
                 Err(_) => Reply::error(err::MARSHALLING_ERROR),
             },
         };
-        (reply, zxid)
+        drain_events(events, out);
+        encode_reply(out, xid, zxid, &reply);
+        reply.err
     }
 
     fn four_letter_word(&self, word: &str) -> String {
@@ -711,13 +742,12 @@ fn is_write(code: i32) -> bool {
             | op::SET_ACL
             | op::MULTI
             | op::SYNC
-            | op::CHECK
             | op::CLOSE_SESSION
     )
 }
 
 fn drain_events(events: &mut mpsc::Receiver<ConnEvent>, out: &mut BytesMut) {
-    while let Ok(ConnEvent::Watch(ty, path)) = events.try_recv() {
+    while let Ok(ConnEvent(ty, path)) = events.try_recv() {
         encode_event(out, ty, &path);
     }
 }
@@ -806,7 +836,12 @@ async fn monitor(front: Arc<Front>, serving: watch::Sender<bool>) {
             if !sessions.is_empty() {
                 let f = front.clone();
                 tokio::spawn(async move {
-                    let _ = f.submit(Txn::Touch { sessions }).await;
+                    let again = sessions.clone();
+                    if f.submit(Txn::Touch { sessions }).await.is_err() {
+                        // Not delivered (overload, no leader): try again next round rather than
+                        // let live sessions expire.
+                        f.active.lock().expect("active").extend(again);
+                    }
                 });
             }
         }

@@ -644,6 +644,11 @@ impl ZkMachine {
                 self.tree = scratch;
                 changes.extend(scratch_changes);
                 for (ty, body) in results {
+                    // ZooKeeper reports createContainer and createTTL results as create2's.
+                    let ty = match ty {
+                        op::CREATE_CONTAINER | op::CREATE_TTL => op::CREATE2,
+                        t => t,
+                    };
                     b.int(ty);
                     b.boolean(false);
                     b.int(err::OK);
@@ -886,9 +891,6 @@ impl ZkMachine {
         watch: bool,
         stat: bool,
     ) -> Reply {
-        if path::validate(p, false).is_err() {
-            return Reply::error(err::BAD_ARGUMENTS);
-        }
         match self.tree.get(p) {
             Some(n) => {
                 if !tree::allowed(&n.acl, crate::jute::perms::READ, auth) {
