@@ -123,8 +123,35 @@ fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
     lo + rng.next_u64() % (hi - lo + 1)
 }
 
+/// A fault at a fixed time on fixed replicas (indices); an empty target list is resolved when
+/// the fault fires, as for drawn faults.
+#[derive(Clone, Debug)]
+pub struct Scripted {
+    pub kind: FaultKind,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub targets: Vec<usize>,
+    pub factor: u32,
+}
+
 impl Schedule {
     pub fn generate<O>(rng: &mut impl RngCore, cfg: &SimConfig<O>) -> Self {
+        if !cfg.script.is_empty() {
+            let faults = cfg
+                .script
+                .iter()
+                .map(|s| Fault {
+                    kind: s.kind,
+                    start_us: s.start_us,
+                    end_us: s.end_us,
+                    at_leader: true,
+                    factor: s.factor,
+                    resolved: s.targets.clone(),
+                    healed: false,
+                })
+                .collect();
+            return Schedule { faults };
+        }
         let kinds = &cfg.faults.0;
         if kinds.is_empty() || cfg.max_faults == 0 {
             return Schedule::default();

@@ -110,6 +110,8 @@ pub struct SimConfig<O> {
     /// in stable storage (zab.md §1.5); `Some(k)` requires k followers, the leader not counted
     /// (the follower invariant of the restricted variants, zab.md §3.5).
     pub follower_invariant: Option<usize>,
+    /// A fixed fault schedule replacing the drawn one (for demonstrations and regressions).
+    pub script: Vec<faults::Scripted>,
     /// Checkers switched off (only to show that the others catch a bug on their own).
     pub disabled: Vec<Checker>,
     pub trace: bool,
@@ -134,6 +136,7 @@ impl<O> SimConfig<O> {
             stay_down: 0,
             a12_crashes: false,
             follower_invariant: None,
+            script: Vec::new(),
             disabled: Vec::new(),
             trace: false,
         }

@@ -558,6 +558,10 @@ impl<P: Protocol> World<P> {
                         m.last_tag = at.tag;
                     }
                     self.report.deliveries += 1;
+                    if self.trace.is_some() {
+                        let (slot, cid) = (at.slot, command.id);
+                        self.tracef(|| format!("n{id} delivers slot {slot} (command {cid})"));
+                    }
                     self.client_delivered(i, command.id);
                 }
                 Apply::Restore(s) => {
@@ -608,7 +612,8 @@ impl<P: Protocol> World<P> {
     /// The crash-tolerance invariant for a delivery at replica `i`.
     fn durable_quorum(&self, i: usize, slot: u64, id: u64) -> bool {
         let me = &self.nodes[i];
-        if let (Some(k), Role::Following) = (self.cfg.follower_invariant, me.role) {
+        // Any replica that is not leading delivers as a follower (also while synchronising).
+        if let (Some(k), false) = (self.cfg.follower_invariant, me.role == Role::Leading) {
             let leader = me.leader;
             let holders = self
                 .nodes
@@ -822,7 +827,11 @@ impl<P: Protocol> World<P> {
 
     fn inject(&mut self, i: usize) {
         let f: Fault = self.schedule.faults[i].clone();
-        let target = self.resolve_target(&f);
+        let target = if f.resolved.is_empty() {
+            self.resolve_target(&f)
+        } else {
+            f.resolved.clone()
+        };
         self.schedule.faults[i].resolved = target.clone();
         self.tracef(|| format!("FAULT {} on {:?}", f.kind.name(), target));
         match f.kind {

@@ -238,3 +238,52 @@ fn zab_survives_crashing_the_leader_with_its_best_follower() {
     assert_clean(&r);
     assert!(r.faults.get("crash-pair").copied().unwrap_or(0) > 60);
 }
+
+/// The restricted variants are safe only under A1.1 and A1.2 (zab.md §3.3, §10 item 4). With
+/// both broken — a recovered leader takes part at once, and the leader crashes together with
+/// the follower that delivered on its own log — a new epoch overwrites what that follower
+/// delivered. The same script leaves Zab, and the variants that keep Zab's invariant, intact.
+#[test]
+fn restricted_variants_fail_when_their_assumptions_are_broken() {
+    use synod_sim::faults::Scripted;
+    let script = vec![
+        // The leader (n3 wins the first election: equal logs, highest id) writes slowly.
+        Scripted {
+            kind: synod_sim::FaultKind::SlowDisk,
+            start_us: 1_000_000,
+            end_us: 3_000_000,
+            targets: vec![2],
+            factor: 50,
+        },
+        // n1 hears the leader late.
+        Scripted {
+            kind: synod_sim::FaultKind::SlowNode,
+            start_us: 1_000_000,
+            end_us: 3_000_000,
+            targets: vec![0],
+            factor: 40,
+        },
+        // The leader and its most up-to-date follower crash together; the leader returns first.
+        Scripted {
+            kind: synod_sim::FaultKind::CrashPair,
+            start_us: 1_500_000,
+            end_us: 1_600_000,
+            targets: vec![],
+            factor: 1,
+        },
+    ];
+    let mut cfg = config(3);
+    cfg.script = script;
+    cfg.workload.clients = 32;
+    cfg.workload.think_us = 0;
+    let broken = sweep("zab-ac-unrestricted", &cfg, 0..20);
+    let fired = checkers_fired(&broken);
+    assert!(
+        fired.contains(&Checker::Agreement) || fired.contains(&Checker::Durability),
+        "ZabAc without A1.1/A1.2 loses a delivered proposal: {fired:?}"
+    );
+    for safe in ["zab", "zab-aa", "zab-aa-leader-first", "zab-ct"] {
+        let r = sweep(safe, &cfg, 0..20);
+        assert_clean(&r);
+    }
+}

@@ -838,7 +838,10 @@ impl Zab {
                 },
             );
         }
-        self.send(out, to, Msg::NewLeader { epoch, last });
+        // NEWLEADER leaves once our own copy of the history is durable: a variant's follower may
+        // count the leader as a logger of what it synchronised.
+        let barrier = self.log.last_seq();
+        self.send_after(out, to, Msg::NewLeader { epoch, last }, barrier);
         let now = self.now;
         if let Phase::Leading(l) = &mut self.phase {
             l.peers.insert(
@@ -1164,7 +1167,16 @@ impl Zab {
             return;
         }
         let durable = self.log.durable().zxid;
+        let variant = self.opts.variant;
+        let now = self.now;
         match &mut self.phase {
+            Phase::Following(f) if f.stage >= FStage::Synced && variant != Variant::Zab => {
+                if durable > f.commit.zxid && f.uncommitted_since.is_none() {
+                    f.uncommitted_since = Some(now);
+                }
+                self.variant_ack(false, out);
+                self.follower_commit(out);
+            }
             Phase::Following(f) if f.stage >= FStage::Synced && durable > f.acked => {
                 f.acked = durable;
                 let (leader, epoch) = (f.leader, f.epoch);

@@ -69,6 +69,10 @@ impl Log {
     pub fn hard_seq(&self) -> u64 {
         self.hard_seq
     }
+    /// Sequence number of the last storage op issued.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
     pub fn len(&self) -> usize {
         self.entries.len()
     }
