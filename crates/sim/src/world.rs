@@ -772,12 +772,15 @@ impl<P: Protocol> World<P> {
         self.clients[c].node = next;
     }
 
-    fn client_rejected(&mut self, node: usize, id: u64) {
-        let Some(c) = self
-            .clients
+    /// The client waiting at replica `node` for command `id`.
+    fn client_waiting_for(&self, node: usize, id: u64) -> Option<usize> {
+        self.clients
             .iter()
             .position(|c| c.node == node && c.outstanding.is_some_and(|(o, _)| o == id))
-        else {
+    }
+
+    fn client_rejected(&mut self, node: usize, id: u64) {
+        let Some(c) = self.client_waiting_for(node, id) else {
             return;
         };
         let cl = &mut self.clients[c];
@@ -794,11 +797,7 @@ impl<P: Protocol> World<P> {
     }
 
     fn client_delivered(&mut self, node: usize, id: u64) {
-        let Some(c) = self
-            .clients
-            .iter()
-            .position(|c| c.node == node && c.outstanding.is_some_and(|(o, _)| o == id))
-        else {
+        let Some(c) = self.client_waiting_for(node, id) else {
             return;
         };
         let (_, since) = self.clients[c].outstanding.take().expect("outstanding");

@@ -43,7 +43,7 @@ fn error_name(code: i32) -> &'static str {
         err::NO_CHILDREN_FOR_EPHEMERALS => "ephemeral nodes cannot have children",
         err::INVALID_ACL => "invalid ACL",
         err::SESSION_EXPIRED => "session expired",
-        err::UNIMPLEMENTED => "not implemented",
+        err::UNIMPLEMENTED => "operation not supported by the server",
         _ => "error",
     }
 }
