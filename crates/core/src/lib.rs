@@ -160,6 +160,9 @@ pub enum Event {
     },
     /// A submitted command was refused and will not be broadcast from here.
     Rejected { id: u64, reason: Reject },
+    /// The leader switched the broadcast mode: a variant fell back to its base protocol
+    /// (`fallback: true`, e.g. ZabCT → Zab) or returned to the variant.
+    Mode { fallback: bool },
 }
 
 /// Inputs a protocol core accepts.

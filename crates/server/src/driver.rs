@@ -411,6 +411,9 @@ where
                     self.epoch = epoch;
                     self.metrics.epoch.set(epoch as i64);
                 }
+                Event::Mode { fallback } => {
+                    info!(fallback, "broadcast mode switched");
+                }
                 Event::Rejected { id, reason } => {
                     self.metrics.rejected.inc();
                     if let Some((w, _)) = self.waiters.remove(&id) {

@@ -166,6 +166,9 @@ pub struct Report {
     pub msgs_out: [u64; 3],
     /// Time from healing to a settled cluster, per run.
     pub settle_us: Vec<u64>,
+    /// Broadcast-mode switches of switching variants: "to-base" (e.g. ZabCT → Zab) and
+    /// "back-to-variant".
+    pub switches: BTreeMap<&'static str, u64>,
     pub nodes: usize,
 }
 
@@ -201,6 +204,9 @@ impl Report {
             self.msgs_out[i] += r.msgs_out[i];
         }
         self.settle_us.extend(r.settle_us);
+        for (k, v) in r.switches {
+            *self.switches.entry(k).or_default() += v;
+        }
     }
 
     /// Seeds with at least one violation, in order.

@@ -588,6 +588,15 @@ impl<P: Protocol> World<P> {
                     }
                     self.tracef(|| format!("n{id} is {role:?} (leader {leader:?}, epoch {epoch})"));
                 }
+                Event::Mode { fallback } => {
+                    let key = if fallback {
+                        "to-base"
+                    } else {
+                        "back-to-variant"
+                    };
+                    *self.report.switches.entry(key).or_default() += 1;
+                    self.tracef(|| format!("n{id} switches the broadcast mode ({key})"));
+                }
                 Event::Rejected { id: cmd, .. } => self.client_rejected(i, cmd),
             }
         }

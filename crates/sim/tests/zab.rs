@@ -287,3 +287,36 @@ fn restricted_variants_fail_when_their_assumptions_are_broken() {
         assert_clean(&r);
     }
 }
+
+/// ZabCT with a follower crash (zab.md §6.2, §7): the surviving follower's proposals stay
+/// uncommitted (it cannot see f + 1 follower acks), timer C_m makes it vote Zab, the leader
+/// switches the epoch to Zab; once the crashed follower is back and everyone has been present
+/// for a while, a unanimous vote returns the cluster to ZabCT. No checker fires.
+#[test]
+fn zab_ct_switches_to_zab_on_a_follower_crash_and_back() {
+    use synod_sim::faults::Scripted;
+    let mut cfg = config(3);
+    // n1 is a follower (n3 wins the first election with equal logs and the highest id).
+    cfg.script = vec![Scripted {
+        kind: synod_sim::FaultKind::Crash,
+        start_us: 1_000_000,
+        end_us: 1_800_000,
+        targets: vec![0],
+        factor: 1,
+    }];
+    for seed in 0..10 {
+        cfg.seed = seed;
+        let (r, _) = synod_sim::protocols::run_named_one("zab-ct", &cfg).unwrap();
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+        assert!(
+            r.switches.get("to-base").copied().unwrap_or(0) >= 1,
+            "seed {seed}: switched to Zab: {:?}",
+            r.switches
+        );
+        assert!(
+            r.switches.get("back-to-variant").copied().unwrap_or(0) >= 1,
+            "seed {seed}: switched back: {:?}",
+            r.switches
+        );
+    }
+}

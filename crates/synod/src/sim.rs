@@ -161,6 +161,10 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
         r.msgs_in[2] as f64 / c,
         r.msgs_out[2] as f64 / c,
     );
+    if !r.switches.is_empty() {
+        let s: Vec<String> = r.switches.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("mode switches   {}", s.join(", "));
+    }
     if !r.settle_us.is_empty() {
         let mut s = r.settle_us.clone();
         s.sort_unstable();

@@ -210,25 +210,29 @@ impl Wire for Msg {
                 b.put_u32(*epoch);
                 entry.encode(b);
             }
-            Msg::Ack { epoch, zxid } => {
+            Msg::Ack { epoch, zxid, zab } => {
                 b.put_u8(11);
                 b.put_u32(*epoch);
                 zxid.encode(b);
+                b.put_u8(*zab as u8);
             }
-            Msg::Commit { epoch, at } => {
+            Msg::Commit { epoch, at, zab } => {
                 b.put_u8(12);
                 b.put_u32(*epoch);
                 at.encode(b);
+                b.put_u8(*zab as u8);
             }
             Msg::Ping {
                 epoch,
                 commit,
                 last,
+                full,
             } => {
                 b.put_u8(13);
                 b.put_u32(*epoch);
                 commit.encode(b);
                 last.encode(b);
+                b.put_u8(*full as u8);
             }
             Msg::Forward { command } => {
                 b.put_u8(14);
@@ -278,15 +282,18 @@ impl Wire for Msg {
             11 => Msg::Ack {
                 epoch: get_u32(b)?,
                 zxid: Zxid::decode(b)?,
+                zab: get_bool(b)?,
             },
             12 => Msg::Commit {
                 epoch: get_u32(b)?,
                 at: Point::decode(b)?,
+                zab: get_bool(b)?,
             },
             13 => Msg::Ping {
                 epoch: get_u32(b)?,
                 commit: Point::decode(b)?,
                 last: Zxid::decode(b)?,
+                full: get_bool(b)?,
             },
             14 => Msg::Forward {
                 command: Command::decode(b)?,
@@ -364,12 +371,21 @@ mod tests {
                 commit: p,
             },
             Msg::Proposal { epoch: 4, entry },
-            Msg::Ack { epoch: 4, zxid: z },
-            Msg::Commit { epoch: 4, at: p },
+            Msg::Ack {
+                epoch: 4,
+                zxid: z,
+                zab: true,
+            },
+            Msg::Commit {
+                epoch: 4,
+                at: p,
+                zab: false,
+            },
             Msg::Ping {
                 epoch: 4,
                 commit: p,
                 last: z,
+                full: true,
             },
             Msg::Forward { command: cmd },
         ]

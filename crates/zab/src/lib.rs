@@ -86,6 +86,12 @@ pub struct Options {
     /// A follower whose logged proposals stay uncommitted this long acks them explicitly to
     /// everyone (the deterministic fallback of zab.md §10 item 8, in place of timer(C_m)).
     pub ack_timeout_us: TimeUs,
+    /// Switching variants (zab.md §6), timer C_m: a follower whose logged proposals stay
+    /// uncommitted this long votes for Zab.
+    pub switch_after_us: TimeUs,
+    /// A follower running Zab votes to return to the variant once every follower has been
+    /// present this long.
+    pub switch_back_after_us: TimeUs,
     pub bug: Option<Bug>,
 }
 
@@ -109,6 +115,8 @@ impl Default for Options {
             enforce_a11: true,
             enforced_toss_us: 20_000,
             ack_timeout_us: 100_000,
+            switch_after_us: 300_000,
+            switch_back_after_us: 1_000_000,
             bug: None,
         }
     }
@@ -155,6 +163,14 @@ struct Follower {
     /// the coin was last tossed for it.
     uncommitted_since: Option<TimeUs>,
     last_toss: TimeUs,
+    /// Switching: the leader runs Zab (we wait for its commits and ack it alone).
+    zab_mode: bool,
+    /// Our vote, carried by every ack (the prot field).
+    wants_zab: bool,
+    /// Since when the leader's heartbeats say every follower is present.
+    full_since: Option<TimeUs>,
+    /// When the deterministic fallback last acked (rate limit).
+    last_forced: TimeUs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +194,8 @@ struct Peer {
     /// The leader's last point when the sync was sent (ACKNEWLEADER acknowledges it).
     sync_last: Point,
     last_heard: TimeUs,
+    /// The peer's last vote on the broadcast mode (true = Zab).
+    zab_vote: bool,
 }
 
 #[derive(Debug)]
@@ -198,6 +216,8 @@ struct Leader {
     queued: VecDeque<Command>,
     /// ⟨current epoch, last zxid⟩ when elected.
     elected_with: (u32, Zxid),
+    /// Switching variants: the epoch currently runs Zab (commit messages, unicast acks).
+    zab_mode: bool,
 }
 
 #[derive(Debug)]
@@ -554,6 +574,10 @@ impl Zab {
             peer_acks: BTreeMap::new(),
             uncommitted_since: None,
             last_toss: self.now,
+            zab_mode: false,
+            wants_zab: false,
+            full_since: None,
+            last_forced: self.now,
         });
         self.send_follower_info(leader, out);
     }
@@ -584,6 +608,7 @@ impl Zab {
             next_ping: self.now,
             queued: VecDeque::new(),
             elected_with: (self.log.hard().current_epoch, self.log.last().zxid),
+            zab_mode: false,
         });
         self.try_new_epoch(out);
     }
@@ -851,6 +876,7 @@ impl Zab {
                     ack: Zxid::ZERO,
                     sync_last: last,
                     last_heard: now,
+                    zab_vote: false,
                 },
             );
         }
@@ -1158,7 +1184,8 @@ impl Zab {
         self.log.append(vec![entry], &mut out.persist);
         if bug == Some(Bug::AckBeforeDurable) && stage >= FStage::Synced {
             self.log.pretend_durable();
-            self.send(out, from, Msg::Ack { epoch, zxid });
+            let zab = false;
+            self.send(out, from, Msg::Ack { epoch, zxid, zab });
         }
     }
 
@@ -1186,6 +1213,7 @@ impl Zab {
                     Msg::Ack {
                         epoch,
                         zxid: durable,
+                        zab: false,
                     },
                 );
             }
@@ -1195,7 +1223,7 @@ impl Zab {
         }
     }
 
-    fn on_ack(&mut self, from: NodeId, epoch: u32, zxid: Zxid, out: &mut ZabActions) {
+    fn on_ack(&mut self, from: NodeId, epoch: u32, zxid: Zxid, zab: bool, out: &mut ZabActions) {
         let now = self.now;
         if let Phase::Following(f) = &mut self.phase {
             // Variants: another follower's (cumulative) ack.
@@ -1218,6 +1246,19 @@ impl Zab {
             return;
         };
         p.last_heard = now;
+        if p.synced {
+            p.zab_vote = zab;
+            if zab && !l.zab_mode && self.opts.variant.switches() && l.stage == LStage::Broadcast {
+                // zab.md §6: one vote for Zab switches everyone (2PC-like).
+                self.switch_mode(true, out);
+            }
+        }
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        let Some(p) = l.peers.get_mut(&from) else {
+            return;
+        };
         if !p.synced || zxid <= p.ack {
             return;
         }
@@ -1263,19 +1304,29 @@ impl Zab {
             .expect("acked zxids are in the leader's log");
         l.commit = at;
         let epoch = l.epoch;
-        if self.opts.variant.leader_commits() {
+        let zab = l.zab_mode || self.opts.variant.leader_commits();
+        if zab {
             let peers: Vec<NodeId> = l.peers.keys().copied().collect();
             for p in peers {
-                self.send(out, p, Msg::Commit { epoch, at });
+                self.send(out, p, Msg::Commit { epoch, at, zab });
             }
         }
         self.deliver(at, out);
     }
 
-    fn on_commit(&mut self, from: NodeId, epoch: u32, at: Point, out: &mut ZabActions) {
+    fn on_commit(&mut self, from: NodeId, epoch: u32, at: Point, zab: bool, out: &mut ZabActions) {
+        let switches = self.opts.variant.switches();
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
+        if switches && f.zab_mode != zab {
+            // The leader's decision (prot of its commit): run Zab, or return to the variant.
+            f.zab_mode = zab;
+            if !zab {
+                f.wants_zab = false;
+                f.uncommitted_since = None;
+            }
+        }
         f.commit = f.commit.max(at);
         if f.stage >= FStage::Synced {
             let commit = f.commit;
@@ -1310,8 +1361,9 @@ impl Zab {
         let n = self.cluster.size();
         let variant = self.opts.variant;
         let now = self.now;
+        let zab_mode = matches!(&self.phase, Phase::Following(f) if f.zab_mode);
         let heads = match variant.coin(n) {
-            Some(p) if !forced => self.rng.chance(p),
+            Some(p) if !forced && !zab_mode => self.rng.chance(p),
             _ => true,
         };
         let Phase::Following(f) = &mut self.phase else {
@@ -1320,6 +1372,7 @@ impl Zab {
         if durable <= f.acked {
             return;
         }
+        let zab = f.wants_zab;
         f.last_toss = now;
         if !heads {
             return;
@@ -1329,8 +1382,9 @@ impl Zab {
         let msg = Msg::Ack {
             epoch,
             zxid: durable,
+            zab,
         };
-        if variant.broadcast_acks() {
+        if variant.broadcast_acks() && !zab_mode {
             out.send.push(Envelope {
                 to: Dest::All,
                 msg,
@@ -1381,20 +1435,48 @@ impl Zab {
         }
     }
 
+    /// Leader: switch the epoch's broadcast mode and tell every follower at once with a commit
+    /// carrying the decision. Deliveries continue throughout: a follower delivers up to the larger
+    /// of the leader's commit point and its own threshold commit point, and each is safe on its
+    /// own, so proposals in flight need no fence in either direction.
+    fn switch_mode(&mut self, zab: bool, out: &mut ZabActions) {
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if l.zab_mode == zab {
+            return;
+        }
+        l.zab_mode = zab;
+        let (epoch, at) = (l.epoch, l.commit);
+        let peers: Vec<NodeId> = l.peers.keys().copied().collect();
+        out.events.push(Event::Mode { fallback: zab });
+        for p in peers {
+            self.send(out, p, Msg::Commit { epoch, at, zab });
+        }
+    }
+
     fn on_ping(
         &mut self,
         from: NodeId,
         epoch: u32,
         commit: Point,
         last: Zxid,
+        full: bool,
         out: &mut ZabActions,
     ) {
+        let now = self.now;
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
         if f.stage < FStage::Synced {
             return;
         }
+        if full {
+            f.full_since.get_or_insert(now);
+        } else {
+            f.full_since = None;
+        }
+        let zab = f.wants_zab;
         f.commit = f.commit.max(commit);
         let commit = f.commit;
         if last > self.log.last().zxid {
@@ -1402,8 +1484,9 @@ impl Zab {
             self.become_looking(out);
             return;
         }
+        // The heartbeat reply is a cumulative ack that also carries our vote.
         let zxid = self.log.durable().zxid;
-        self.send(out, from, Msg::Ack { epoch, zxid });
+        self.send(out, from, Msg::Ack { epoch, zxid, zab });
         self.deliver(commit, out);
     }
 
@@ -1453,13 +1536,14 @@ impl Zab {
             Msg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             Msg::UpToDate { epoch, commit } => self.on_up_to_date(from, epoch, commit, out),
             Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
-            Msg::Ack { epoch, zxid } => self.on_ack(from, epoch, zxid, out),
-            Msg::Commit { epoch, at } => self.on_commit(from, epoch, at, out),
+            Msg::Ack { epoch, zxid, zab } => self.on_ack(from, epoch, zxid, zab, out),
+            Msg::Commit { epoch, at, zab } => self.on_commit(from, epoch, at, zab, out),
             Msg::Ping {
                 epoch,
                 commit,
                 last,
-            } => self.on_ping(from, epoch, commit, last, out),
+                full,
+            } => self.on_ping(from, epoch, commit, last, full, out),
             Msg::Forward { command } => self.on_forward(from, command, out),
         }
     }
@@ -1499,14 +1583,29 @@ impl Zab {
                 if now.saturating_sub(f.last_heard) > self.opts.follower_timeout_us {
                     self.become_looking(out);
                 } else if f.stage >= FStage::Synced && self.opts.variant != Variant::Zab {
+                    if f.commit.zxid >= self.log.durable().zxid {
+                        f.uncommitted_since = None;
+                    }
+                    let waited = f.uncommitted_since.map_or(0, |t| now.saturating_sub(t));
+                    if self.opts.variant.switches() {
+                        f.wants_zab = if f.zab_mode {
+                            // Back to the variant once every follower has been present long
+                            // enough (a unanimous vote decides, at the leader).
+                            !f.full_since.is_some_and(|t| {
+                                now.saturating_sub(t) >= self.opts.switch_back_after_us
+                            })
+                        } else {
+                            // timer(C_m): a proposal stays uncommitted too long — vote Zab.
+                            f.wants_zab || waited >= self.opts.switch_after_us
+                        };
+                    }
                     // F4, enforced coin tossing; and the deterministic fallback for proposals
                     // that stay uncommitted.
-                    let overdue = f
-                        .uncommitted_since
-                        .is_some_and(|t| now.saturating_sub(t) >= self.opts.ack_timeout_us);
+                    let overdue = waited >= self.opts.ack_timeout_us
+                        && now.saturating_sub(f.last_forced) >= self.opts.ack_timeout_us;
                     let toss = now.saturating_sub(f.last_toss) >= self.opts.enforced_toss_us;
                     if overdue {
-                        f.uncommitted_since = Some(now);
+                        f.last_forced = now;
                         self.variant_ack(true, out);
                     } else if toss {
                         self.variant_ack(false, out);
@@ -1534,6 +1633,13 @@ impl Zab {
                     self.become_looking(out);
                     return;
                 }
+                let synced = l.peers.values().filter(|p| p.synced).count();
+                let full = synced + 1 == self.cluster.size();
+                // Back to the variant on a unanimous vote of all N − 1 followers (zab.md §6).
+                let back = l.zab_mode
+                    && self.opts.variant.switches()
+                    && full
+                    && l.peers.values().all(|p| !p.zab_vote);
                 if now >= l.next_ping {
                     l.next_ping = now + self.opts.heartbeat_us;
                     let (epoch, commit) = (l.epoch, l.commit);
@@ -1547,9 +1653,13 @@ impl Zab {
                                 epoch,
                                 commit,
                                 last,
+                                full,
                             },
                         );
                     }
+                }
+                if back {
+                    self.switch_mode(false, out);
                 }
             }
         }

@@ -229,15 +229,27 @@ pub enum Msg {
     /// Broadcast L1: one proposal.
     Proposal { epoch: u32, entry: Entry },
     /// Broadcast F1: cumulative ack — every entry up to `zxid` of this epoch is durably logged.
-    Ack { epoch: u32, zxid: Zxid },
+    Ack {
+        epoch: u32,
+        zxid: Zxid,
+        /// The sender's vote on the broadcast mode (the thesis's prot field): true = Zab.
+        zab: bool,
+    },
     /// Broadcast L2: everything up to `at` is committed.
-    Commit { epoch: u32, at: Point },
+    Commit {
+        epoch: u32,
+        at: Point,
+        /// The leader's decision on the broadcast mode: true = Zab (followers wait for commits).
+        zab: bool,
+    },
     /// Leader heartbeat (also carries the commit point and the last proposal, so a follower that
     /// lost a message notices the gap and a lost commit is repaired).
     Ping {
         epoch: u32,
         commit: Point,
         last: Zxid,
+        /// Every follower of the cluster is synchronised with the leader (A3's membership view).
+        full: bool,
     },
     /// A follower forwards a client's command to the leader.
     Forward { command: Command },
@@ -288,8 +300,8 @@ impl WireSize for Msg {
                     .sum(),
                 Msg::Proposal { entry, .. } => 20 + payload_len(&entry.command.payload),
                 Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
-                Msg::Ack { .. } => 12,
-                Msg::Ping { .. } => 28,
+                Msg::Ack { .. } => 13,
+                Msg::Ping { .. } => 29,
                 Msg::Forward { command } => payload_len(&command.payload),
             }
     }

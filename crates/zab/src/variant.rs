@@ -89,6 +89,11 @@ impl Variant {
         }
     }
 
+    /// Does the variant switch to Zab when it cannot make progress, and back (zab.md §6)?
+    pub fn switches(self) -> bool {
+        matches!(self, Variant::CtRestricted | Variant::Ct | Variant::Aa)
+    }
+
     /// Does the variant rely on the restrictive assumptions A1.1 and A1.2?
     pub fn restricted(self) -> bool {
         matches!(
