@@ -205,16 +205,24 @@ impl Wire for Msg {
                 b.put_u32(*epoch);
                 commit.encode(b);
             }
-            Msg::Proposal { epoch, entry } => {
+            Msg::Proposal { epoch, entry, echo } => {
                 b.put_u8(10);
                 b.put_u32(*epoch);
                 entry.encode(b);
+                b.put_u64(echo.0);
+                b.put_u64(echo.1);
             }
-            Msg::Ack { epoch, zxid, zab } => {
+            Msg::Ack {
+                epoch,
+                zxid,
+                zab,
+                stamp,
+            } => {
                 b.put_u8(11);
                 b.put_u32(*epoch);
                 zxid.encode(b);
                 b.put_u8(*zab as u8);
+                b.put_u64(*stamp);
             }
             Msg::Commit { epoch, at, zab } => {
                 b.put_u8(12);
@@ -278,11 +286,13 @@ impl Wire for Msg {
             10 => Msg::Proposal {
                 epoch: get_u32(b)?,
                 entry: Entry::decode(b)?,
+                echo: (get_u64(b)?, get_u64(b)?),
             },
             11 => Msg::Ack {
                 epoch: get_u32(b)?,
                 zxid: Zxid::decode(b)?,
                 zab: get_bool(b)?,
+                stamp: get_u64(b)?,
             },
             12 => Msg::Commit {
                 epoch: get_u32(b)?,
@@ -370,11 +380,16 @@ mod tests {
                 epoch: 4,
                 commit: p,
             },
-            Msg::Proposal { epoch: 4, entry },
+            Msg::Proposal {
+                epoch: 4,
+                entry,
+                echo: (7, 3),
+            },
             Msg::Ack {
                 epoch: 4,
                 zxid: z,
                 zab: true,
+                stamp: 99,
             },
             Msg::Commit {
                 epoch: 4,

@@ -92,6 +92,9 @@ pub struct Options {
     /// A follower running Zab votes to return to the variant once every follower has been
     /// present this long.
     pub switch_back_after_us: TimeUs,
+    /// ZabCT (`Variant::Ct`): compute p every second from the measured λ and d with
+    /// Algorithm 1 (ZabCT_u: p = P₂ when feasible; infeasible → vote Zab). Off: p = 1/n − δ.
+    pub adaptive_coin: bool,
     pub bug: Option<Bug>,
 }
 
@@ -117,6 +120,7 @@ impl Default for Options {
             ack_timeout_us: 100_000,
             switch_after_us: 300_000,
             switch_back_after_us: 1_000_000,
+            adaptive_coin: true,
             bug: None,
         }
     }
@@ -171,6 +175,19 @@ struct Follower {
     full_since: Option<TimeUs>,
     /// When the deterministic fallback last acked (rate limit).
     last_forced: TimeUs,
+    /// ZabCT's adaptive coin: the current p, the proposals counted in the current one-second
+    /// window (λ), the smoothed one-way delay d, and how many computations in a row succeeded.
+    coin: Coin,
+}
+
+#[derive(Debug)]
+struct Coin {
+    p: f64,
+    window_start: TimeUs,
+    proposals: u64,
+    d_us: f64,
+    feasible_streak: u32,
+    infeasible: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +213,8 @@ struct Peer {
     last_heard: TimeUs,
     /// The peer's last vote on the broadcast mode (true = Zab).
     zab_vote: bool,
+    /// The last ack stamp from the peer and when it arrived, echoed in the next proposal.
+    echo: (u64, TimeUs),
 }
 
 #[derive(Debug)]
@@ -578,6 +597,14 @@ impl Zab {
             wants_zab: false,
             full_since: None,
             last_forced: self.now,
+            coin: Coin {
+                p: self.opts.variant.coin(self.cluster.size()).unwrap_or(1.0),
+                window_start: self.now,
+                proposals: 0,
+                d_us: 0.0,
+                feasible_streak: 0,
+                infeasible: false,
+            },
         });
         self.send_follower_info(leader, out);
     }
@@ -877,6 +904,7 @@ impl Zab {
                     sync_last: last,
                     last_heard: now,
                     zab_vote: false,
+                    echo: (0, 0),
                 },
             );
         }
@@ -1125,7 +1153,20 @@ impl Zab {
         let zxid = Zxid::new(l.epoch, l.next_counter);
         l.next_counter += 1;
         let epoch = l.epoch;
-        let peers: Vec<NodeId> = l.peers.keys().copied().collect();
+        let now = self.now;
+        // Each proposal echoes the peer's last ack stamp with how long we held it (ZabCT's d).
+        let peers: Vec<(NodeId, (u64, u64))> = l
+            .peers
+            .iter_mut()
+            .map(|(&id, p)| {
+                let echo = match p.echo {
+                    (0, _) => (0, 0),
+                    (stamp, at) => (stamp, now.saturating_sub(at)),
+                };
+                p.echo = (0, 0);
+                (id, echo)
+            })
+            .collect();
         let entry = Entry {
             zxid,
             slot: self.log.last().slot + 1,
@@ -1135,19 +1176,21 @@ impl Zab {
             // [P]'s ZabAA: the proposal counts as the leader's ack, so it leaves only once the
             // leader's own write is durable.
             let seq = self.log.append(vec![entry.clone()], &mut out.persist);
-            for p in peers {
+            for (p, echo) in peers {
                 let msg = Msg::Proposal {
                     epoch,
                     entry: entry.clone(),
+                    echo,
                 };
                 self.send_after(out, p, msg, seq);
             }
         } else {
             // L1: the leader's write runs in parallel with the sends.
-            for p in peers {
+            for (p, echo) in peers {
                 let msg = Msg::Proposal {
                     epoch,
                     entry: entry.clone(),
+                    echo,
                 };
                 self.send(out, p, msg);
             }
@@ -1160,12 +1203,32 @@ impl Zab {
 
     /// F1: a proposal must be the next one in sequence; anything else means we missed
     /// something, and we resynchronise rather than deliver.
-    fn on_proposal(&mut self, from: NodeId, epoch: u32, entry: Entry, out: &mut ZabActions) {
+    fn on_proposal(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        entry: Entry,
+        echo: (u64, u64),
+        out: &mut ZabActions,
+    ) {
         let bug = self.opts.bug;
         let last = self.log.last();
+        let now = self.now;
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
+        // ZabCT's inputs: λ (proposals per second) and d, half the round trip of an ack stamp
+        // minus the leader's hold time — no clock is compared with another.
+        f.coin.proposals += 1;
+        if echo.0 > 0 {
+            let rtt = now.saturating_sub(echo.0).saturating_sub(echo.1);
+            let sample = rtt as f64 / 2.0;
+            f.coin.d_us = if f.coin.d_us == 0.0 {
+                sample
+            } else {
+                0.8 * f.coin.d_us + 0.2 * sample
+            };
+        }
         if f.stage < FStage::Syncing {
             self.become_looking(out);
             return;
@@ -1184,8 +1247,17 @@ impl Zab {
         self.log.append(vec![entry], &mut out.persist);
         if bug == Some(Bug::AckBeforeDurable) && stage >= FStage::Synced {
             self.log.pretend_durable();
-            let zab = false;
-            self.send(out, from, Msg::Ack { epoch, zxid, zab });
+            let (zab, stamp) = (false, self.now);
+            self.send(
+                out,
+                from,
+                Msg::Ack {
+                    epoch,
+                    zxid,
+                    zab,
+                    stamp,
+                },
+            );
         }
     }
 
@@ -1214,6 +1286,7 @@ impl Zab {
                         epoch,
                         zxid: durable,
                         zab: false,
+                        stamp: now,
                     },
                 );
             }
@@ -1223,7 +1296,15 @@ impl Zab {
         }
     }
 
-    fn on_ack(&mut self, from: NodeId, epoch: u32, zxid: Zxid, zab: bool, out: &mut ZabActions) {
+    fn on_ack(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        zxid: Zxid,
+        zab: bool,
+        stamp: u64,
+        out: &mut ZabActions,
+    ) {
         let now = self.now;
         if let Phase::Following(f) = &mut self.phase {
             // Variants: another follower's (cumulative) ack.
@@ -1246,6 +1327,9 @@ impl Zab {
             return;
         };
         p.last_heard = now;
+        if stamp > 0 {
+            p.echo = (stamp, now);
+        }
         if p.synced {
             p.zab_vote = zab;
             if zab && !l.zab_mode && self.opts.variant.switches() && l.stage == LStage::Broadcast {
@@ -1361,9 +1445,12 @@ impl Zab {
         let n = self.cluster.size();
         let variant = self.opts.variant;
         let now = self.now;
-        let zab_mode = matches!(&self.phase, Phase::Following(f) if f.zab_mode);
+        let (zab_mode, current_p) = match &self.phase {
+            Phase::Following(f) => (f.zab_mode, f.coin.p),
+            _ => (false, 1.0),
+        };
         let heads = match variant.coin(n) {
-            Some(p) if !forced && !zab_mode => self.rng.chance(p),
+            Some(_) if !forced && !zab_mode => self.rng.chance(current_p),
             _ => true,
         };
         let Phase::Following(f) = &mut self.phase else {
@@ -1383,6 +1470,7 @@ impl Zab {
             epoch,
             zxid: durable,
             zab,
+            stamp: now,
         };
         if variant.broadcast_acks() && !zab_mode {
             out.send.push(Envelope {
@@ -1486,7 +1574,17 @@ impl Zab {
         }
         // The heartbeat reply is a cumulative ack that also carries our vote.
         let zxid = self.log.durable().zxid;
-        self.send(out, from, Msg::Ack { epoch, zxid, zab });
+        let stamp = now;
+        self.send(
+            out,
+            from,
+            Msg::Ack {
+                epoch,
+                zxid,
+                zab,
+                stamp,
+            },
+        );
         self.deliver(commit, out);
     }
 
@@ -1535,8 +1633,13 @@ impl Zab {
             Msg::NewLeader { epoch, last } => self.on_new_leader(from, epoch, last, out),
             Msg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
             Msg::UpToDate { epoch, commit } => self.on_up_to_date(from, epoch, commit, out),
-            Msg::Proposal { epoch, entry } => self.on_proposal(from, epoch, entry, out),
-            Msg::Ack { epoch, zxid, zab } => self.on_ack(from, epoch, zxid, zab, out),
+            Msg::Proposal { epoch, entry, echo } => self.on_proposal(from, epoch, entry, echo, out),
+            Msg::Ack {
+                epoch,
+                zxid,
+                zab,
+                stamp,
+            } => self.on_ack(from, epoch, zxid, zab, stamp, out),
             Msg::Commit { epoch, at, zab } => self.on_commit(from, epoch, at, zab, out),
             Msg::Ping {
                 epoch,
@@ -1587,16 +1690,55 @@ impl Zab {
                         f.uncommitted_since = None;
                     }
                     let waited = f.uncommitted_since.map_or(0, |t| now.saturating_sub(t));
+                    if self.opts.variant == Variant::Ct
+                        && self.opts.adaptive_coin
+                        && now.saturating_sub(f.coin.window_start) >= 1_000_000
+                    {
+                        let elapsed_s = now.saturating_sub(f.coin.window_start) as f64 / 1e6;
+                        let lambda = f.coin.proposals as f64 / elapsed_s;
+                        f.coin.window_start = now;
+                        f.coin.proposals = 0;
+                        if lambda > 0.0 && f.coin.d_us > 0.0 {
+                            let n = self.cluster.size() as u32 - 1;
+                            let inputs = coin::Inputs {
+                                followers: n,
+                                needed: n.div_ceil(2).max(1),
+                                lambda,
+                                theta: lambda,
+                                d_s: f.coin.d_us / 1e6,
+                                timer_d_s: self.opts.enforced_toss_us as f64 / 1e6,
+                                delta: 0.001,
+                                steps: 100,
+                            };
+                            match coin::choose_p(&inputs, coin::Policy::Upper) {
+                                Some(p) => {
+                                    f.coin.p = p;
+                                    f.coin.infeasible = false;
+                                    f.coin.feasible_streak += 1;
+                                }
+                                None => {
+                                    // ZabCT cannot beat Zab here: vote Zab (zab.md §6.2 (i)).
+                                    f.coin.infeasible = true;
+                                    f.coin.feasible_streak = 0;
+                                }
+                            }
+                        }
+                    }
+                    let p_ok = self.opts.variant != Variant::Ct
+                        || !self.opts.adaptive_coin
+                        || (!f.coin.infeasible && f.coin.feasible_streak >= 2);
                     if self.opts.variant.switches() {
                         f.wants_zab = if f.zab_mode {
                             // Back to the variant once every follower has been present long
                             // enough (a unanimous vote decides, at the leader).
-                            !f.full_since.is_some_and(|t| {
-                                now.saturating_sub(t) >= self.opts.switch_back_after_us
-                            })
+                            !(p_ok
+                                && f.full_since.is_some_and(|t| {
+                                    now.saturating_sub(t) >= self.opts.switch_back_after_us
+                                }))
                         } else {
-                            // timer(C_m): a proposal stays uncommitted too long — vote Zab.
-                            f.wants_zab || waited >= self.opts.switch_after_us
+                            // timer(C_m): a proposal stays uncommitted too long, or p cannot be
+                            // computed — vote Zab.
+                            f.wants_zab || waited >= self.opts.switch_after_us || f.coin.infeasible
                         };
                     }
                     // F4, enforced coin tossing; and the deterministic fallback for proposals

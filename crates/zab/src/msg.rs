@@ -227,13 +227,22 @@ pub enum Msg {
     /// Leader → follower: start serving; everything up to `commit` is committed (UPTODATE).
     UpToDate { epoch: u32, commit: Point },
     /// Broadcast L1: one proposal.
-    Proposal { epoch: u32, entry: Entry },
+    Proposal {
+        epoch: u32,
+        entry: Entry,
+        /// ZabCT's d measurement: the last ack stamp received from this follower and how long
+        /// the leader held it (µs); (0, 0) when none.
+        echo: (u64, u64),
+    },
     /// Broadcast F1: cumulative ack — every entry up to `zxid` of this epoch is durably logged.
     Ack {
         epoch: u32,
         zxid: Zxid,
         /// The sender's vote on the broadcast mode (the thesis's prot field): true = Zab.
         zab: bool,
+        /// The sender's clock when it sent this ack (µs; its own clock, never compared with
+        /// another's), echoed back to measure d.
+        stamp: u64,
     },
     /// Broadcast L2: everything up to `at` is committed.
     Commit {
@@ -298,9 +307,9 @@ impl WireSize for Msg {
                     .iter()
                     .map(|e| 20 + payload_len(&e.command.payload))
                     .sum(),
-                Msg::Proposal { entry, .. } => 20 + payload_len(&entry.command.payload),
+                Msg::Proposal { entry, .. } => 36 + payload_len(&entry.command.payload),
                 Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
-                Msg::Ack { .. } => 13,
+                Msg::Ack { .. } => 21,
                 Msg::Ping { .. } => 29,
                 Msg::Forward { command } => payload_len(&command.payload),
             }
