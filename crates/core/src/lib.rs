@@ -345,7 +345,7 @@ impl Cluster {
 pub trait Protocol: Sized {
     /// Protocol-specific tuning (timeouts, limits, variant switches).
     type Options: Clone + Debug;
-    type Message: Clone + Debug + WireSize;
+    type Message: Clone + Debug + WireSize + MessageKind;
     type Record: LogRecord;
     type Hard: Clone + Debug + Default;
 

@@ -66,6 +66,10 @@ pub struct Workload {
     pub backoff_us: u64,
     /// Commands submitted after the cluster settles, each of which must be delivered in time.
     pub liveness_commands: u64,
+    /// Probability that a client request is a write; reads are served by the replica from its
+    /// local state (no broadcast) in `read_service_us`.
+    pub write_ratio: f64,
+    pub read_service_us: u64,
 }
 
 impl Default for Workload {
@@ -77,6 +81,8 @@ impl Default for Workload {
             client_timeout_us: 1_000_000,
             backoff_us: 20_000,
             liveness_commands: 30,
+            write_ratio: 1.0,
+            read_service_us: 20,
         }
     }
 }
@@ -110,6 +116,9 @@ pub struct SimConfig<O> {
     /// in stable storage (zab.md §1.5); `Some(k)` requires k followers, the leader not counted
     /// (the follower invariant of the restricted variants, zab.md §3.5).
     pub follower_invariant: Option<usize>,
+    /// Measure for this long (virtual) and stop: no healing phase, no liveness or final checks
+    /// (the safety checkers still run on every delivery). For performance experiments.
+    pub run_for_us: Option<u64>,
     /// A fixed fault schedule replacing the drawn one (for demonstrations and regressions).
     pub script: Vec<faults::Scripted>,
     /// Checkers switched off (only to show that the others catch a bug on their own).
@@ -136,6 +145,7 @@ impl<O> SimConfig<O> {
             stay_down: 0,
             a12_crashes: false,
             follower_invariant: None,
+            run_for_us: None,
             script: Vec::new(),
             disabled: Vec::new(),
             trace: false,
@@ -160,6 +170,13 @@ pub struct Report {
     pub committed: u64,
     pub virtual_us: u64,
     pub latency: Option<Histogram<u64>>,
+    /// Latency of writes submitted at the leader, and at followers ([T]'s server-side latency).
+    pub latency_leader: Option<Histogram<u64>>,
+    pub latency_follower: Option<Histogram<u64>>,
+    /// Reads served locally.
+    pub reads: u64,
+    /// Messages received by the leader, by type.
+    pub leader_in_kinds: BTreeMap<&'static str, u64>,
     /// Messages received / sent, by the role of the replica at that moment
     /// (0 leader, 1 follower, 2 electing).
     pub msgs_in: [u64; 3],
@@ -193,11 +210,21 @@ impl Report {
         self.deliveries += r.deliveries;
         self.committed += r.committed;
         self.virtual_us += r.virtual_us;
-        if let Some(h) = r.latency {
-            match &mut self.latency {
-                Some(l) => l.add(&h).expect("same histogram bounds"),
-                None => self.latency = Some(h),
+        for (mine, theirs) in [
+            (&mut self.latency, r.latency),
+            (&mut self.latency_leader, r.latency_leader),
+            (&mut self.latency_follower, r.latency_follower),
+        ] {
+            if let Some(h) = theirs {
+                match mine {
+                    Some(l) => l.add(&h).expect("same histogram bounds"),
+                    None => *mine = Some(h),
+                }
             }
+        }
+        self.reads += r.reads;
+        for (k, v) in r.leader_in_kinds {
+            *self.leader_in_kinds.entry(k).or_default() += v;
         }
         for i in 0..3 {
             self.msgs_in[i] += r.msgs_in[i];

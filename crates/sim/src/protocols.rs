@@ -138,6 +138,7 @@ pub fn with_options<O, P: Clone>(cfg: &SimConfig<O>, options: P) -> SimConfig<P>
         stay_down: cfg.stay_down,
         a12_crashes: cfg.a12_crashes,
         follower_invariant: cfg.follower_invariant,
+        run_for_us: cfg.run_for_us,
         script: cfg.script.clone(),
         disabled: cfg.disabled.clone(),
         trace: cfg.trace,

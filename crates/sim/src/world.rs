@@ -13,8 +13,8 @@ use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 use synod_core::outbox::Outbox;
 use synod_core::{
-    Actions, Apply, Cluster, Command, Dest, DurableState, Envelope, Event, Input, NodeId, Persist,
-    Protocol, Role, Snapshot, TimeUs, WireSize,
+    Actions, Apply, Cluster, Command, Dest, DurableState, Envelope, Event, Input, MessageKind,
+    NodeId, Persist, Protocol, Role, Snapshot, TimeUs, WireSize,
 };
 
 type Out<P> = Actions<<P as Protocol>::Message, <P as Protocol>::Record, <P as Protocol>::Hard>;
@@ -169,6 +169,8 @@ pub struct World<P: Protocol> {
     trace: Option<String>,
     report: Report,
     latency: Histogram<u64>,
+    latency_leader: Histogram<u64>,
+    latency_follower: Histogram<u64>,
     events: u64,
 }
 
@@ -239,6 +241,8 @@ impl<P: Protocol> World<P> {
             trace,
             report: Report::default(),
             latency: Histogram::new(3).expect("histogram"),
+            latency_leader: Histogram::new(3).expect("histogram"),
+            latency_follower: Histogram::new(3).expect("histogram"),
             events: 0,
             cfg,
         }
@@ -289,7 +293,9 @@ impl<P: Protocol> World<P> {
             }
         }
         let heal_at = self.cfg.fault_window_us;
-        self.at(heal_at, Ev::HealAll);
+        if self.cfg.run_for_us.is_none() {
+            self.at(heal_at, Ev::HealAll);
+        }
         // After healing: settle, run the tracked workload, then drain. The run's length does not
         // depend on the liveness bound, so a tight bound fails liveness and nothing else.
         let phase = self.cfg.liveness_bound_us.max(2_000_000);
@@ -300,7 +306,10 @@ impl<P: Protocol> World<P> {
             while let Some(s) = self.queue.pop() {
                 self.now = s.at;
                 self.events += 1;
-                if self.now > deadline || self.events > MAX_EVENTS {
+                if self.now > deadline
+                    || self.events > MAX_EVENTS
+                    || self.cfg.run_for_us.is_some_and(|t| self.now >= t)
+                {
                     break;
                 }
                 self.handle(s.ev);
@@ -317,7 +326,7 @@ impl<P: Protocol> World<P> {
                 .unwrap_or_else(|| "panic".into());
             let now = self.now;
             self.history.violate(Checker::Panic, now, msg);
-        } else {
+        } else if self.cfg.run_for_us.is_none() {
             self.final_checks();
         }
         self.report.violations = self.history.violations.clone();
@@ -325,6 +334,8 @@ impl<P: Protocol> World<P> {
         self.report.virtual_us = self.now;
         self.report.committed = self.history.max_slot();
         self.report.latency = Some(self.latency.clone());
+        self.report.latency_leader = Some(self.latency_leader.clone());
+        self.report.latency_follower = Some(self.latency_follower.clone());
         for f in &self.schedule.faults {
             *self.report.faults.entry(f.kind.name()).or_default() += 1;
             if matches!(f.kind, FaultKind::Crash | FaultKind::CrashPair) {
@@ -402,6 +413,9 @@ impl<P: Protocol> World<P> {
                 }
                 let role = self.nodes[to].role;
                 self.report.count_in(role);
+                if role == Role::Leading {
+                    *self.report.leader_in_kinds.entry(msg.kind()).or_default() += 1;
+                }
                 let from_id = self.nodes[from].id;
                 if self.trace.is_some() {
                     let to_id = self.nodes[to].id;
@@ -751,6 +765,16 @@ impl<P: Protocol> World<P> {
             return;
         }
         let node = self.clients[c].node;
+        let wr = self.cfg.workload.write_ratio;
+        if wr < 1.0 && !tracked && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= wr {
+            // A read: served from this replica's state, no broadcast.
+            self.report.reads += 1;
+            self.clients[c].attempt += 1;
+            let attempt = self.clients[c].attempt;
+            let t = self.now + self.cfg.workload.read_service_us + self.cfg.workload.think_us;
+            self.at(t, Ev::Client { client: c, attempt });
+            return;
+        }
         let id = self.next_command;
         self.next_command += 1;
         self.history.submitted(id);
@@ -812,6 +836,11 @@ impl<P: Protocol> World<P> {
         let (_, since) = self.clients[c].outstanding.take().expect("outstanding");
         let lat = self.now - since;
         let _ = self.latency.record(lat.max(1));
+        if self.nodes[node].role == Role::Leading {
+            let _ = self.latency_leader.record(lat.max(1));
+        } else {
+            let _ = self.latency_follower.record(lat.max(1));
+        }
         self.report.completed += 1;
         if self.clients[c].tracked {
             self.tracked_left = self.tracked_left.saturating_sub(1);

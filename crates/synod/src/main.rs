@@ -2,6 +2,7 @@
 
 mod cli;
 mod dev;
+mod experiment;
 mod server;
 mod sim;
 

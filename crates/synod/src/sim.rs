@@ -49,6 +49,13 @@ pub struct SimArgs {
     /// Replicas that crash when the faults heal and never come back.
     #[arg(long, default_value_t = 0)]
     stay_down: usize,
+    /// Run an experiment instead of a sweep: `thesis` (the thesis's failure-free comparison of
+    /// the Zab family; writes docs/results/thesis.md).
+    #[arg(long)]
+    experiment: Option<String>,
+    /// With --experiment: a smaller, faster run (N = 3 and 5, 50 clients), printed only.
+    #[arg(long)]
+    quick: bool,
     /// Worker threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -67,6 +74,17 @@ fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
 }
 
 pub fn run(args: SimArgs) -> Result<i32> {
+    if let Some(e) = &args.experiment {
+        if e != "thesis" {
+            bail!("unknown experiment '{e}' (known: thesis)");
+        }
+        let threads = args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let seeds = parse_range(&args.seeds)?;
+        crate::experiment::thesis_experiment(seeds, threads, args.quick)?;
+        return Ok(0);
+    }
     protocols::check_name(&args.protocol).map_err(anyhow::Error::msg)?;
     protocols::check_size(&args.protocol, args.nodes).map_err(anyhow::Error::msg)?;
     if !(1..=15).contains(&args.nodes) {
