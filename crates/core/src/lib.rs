@@ -370,4 +370,10 @@ pub trait Protocol: Sized {
 
     /// The smallest tick interval this core needs.
     fn tick_us(&self) -> TimeUs;
+
+    /// Protocol-specific readings for observers (e.g. ZabCT's coin probability). Drivers may
+    /// sample them; they never influence the protocol.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
 }

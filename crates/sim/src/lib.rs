@@ -177,6 +177,8 @@ pub struct Report {
     pub reads: u64,
     /// Messages received by the leader, by type.
     pub leader_in_kinds: BTreeMap<&'static str, u64>,
+    /// The cores' gauges sampled at the end of each run: name → (sum, samples).
+    pub gauges: BTreeMap<&'static str, (f64, u64)>,
     /// Messages received / sent, by the role of the replica at that moment
     /// (0 leader, 1 follower, 2 electing).
     pub msgs_in: [u64; 3],
@@ -225,6 +227,11 @@ impl Report {
         self.reads += r.reads;
         for (k, v) in r.leader_in_kinds {
             *self.leader_in_kinds.entry(k).or_default() += v;
+        }
+        for (k, (sum, n)) in r.gauges {
+            let e = self.gauges.entry(k).or_default();
+            e.0 += sum;
+            e.1 += n;
         }
         for i in 0..3 {
             self.msgs_in[i] += r.msgs_in[i];

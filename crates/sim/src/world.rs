@@ -329,6 +329,15 @@ impl<P: Protocol> World<P> {
         } else if self.cfg.run_for_us.is_none() {
             self.final_checks();
         }
+        for n in &self.nodes {
+            if let Some(core) = &n.core {
+                for (k, v) in core.gauges() {
+                    let e = self.report.gauges.entry(k).or_default();
+                    e.0 += v;
+                    e.1 += 1;
+                }
+            }
+        }
         self.report.violations = self.history.violations.clone();
         self.report.runs = 1;
         self.report.virtual_us = self.now;

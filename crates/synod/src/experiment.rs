@@ -50,12 +50,7 @@ fn thesis(protocol: &str, n: usize, wr: u32) -> Option<(i32, i32)> {
             (9, 50, 11, 7),
             (9, 100, 11, 8),
         ],
-        "zab-ct-restricted" => &[
-            (3, 10, 23, 0),
-            (5, 10, -5, 4),
-            (7, 10, 2, 4),
-            (9, 10, 6, 5),
-        ],
+        "zab-ct-restricted" => &[(3, 10, 23, 0), (5, 10, -5, 4), (7, 10, 2, 4), (9, 10, 6, 5)],
         _ => &[],
     };
     t.iter()
@@ -186,9 +181,9 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
         let _ = writeln!(s, "## N = {n}\n");
         let _ = writeln!(
             s,
-            "| protocol | WR | abds/s | latency ms (leader / followers) | msgs/write leader in/out | msgs/write per follower in/out | acks/commit | vs Zab: latency | vs Zab: throughput | thesis: latency / throughput |"
+            "| protocol | WR | abds/s | latency ms (leader / followers) | msgs/write leader in/out | msgs/write per follower in/out | acks/commit | coin p at the end | vs Zab: latency | vs Zab: throughput | thesis: latency / throughput |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
         for r in rows.iter().filter(|r| r.n == n) {
             let base = rows
                 .iter()
@@ -203,6 +198,21 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
             let thesis = thesis(r.protocol, n, wr)
                 .map_or("—".to_string(), |(l, t)| format!("{l}% / {t}%"));
             let acks = r.r.leader_in_kinds.get("ack").copied().unwrap_or(0);
+            // Followers' coin at the end of the runs: the mean p of those running the variant,
+            // and how many had fallen back to Zab.
+            let coin = match (r.r.gauges.get("coin_p"), r.r.gauges.get("zab_mode")) {
+                (None, None) => "—".to_string(),
+                (p, z) => {
+                    let mut parts = Vec::new();
+                    if let Some(&(sum, n)) = p {
+                        parts.push(format!("{:.3}", sum / n as f64));
+                    }
+                    if let Some(&(_, n)) = z {
+                        parts.push(format!("{n} in Zab"));
+                    }
+                    parts.join(", ")
+                }
+            };
             let (vs_l, vs_t) = if r.protocol == "zab" {
                 ("—".to_string(), "—".to_string())
             } else {
@@ -210,7 +220,7 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | {wr}% | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {vs_l} | {vs_t} | {thesis} |",
+                "| {} | {wr}% | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {coin} | {vs_l} | {vs_t} | {thesis} |",
                 r.protocol,
                 r.throughput(),
                 Row::mean_ms(&r.r.latency_leader),

@@ -332,6 +332,23 @@ impl Protocol for Zab {
     fn tick_us(&self) -> TimeUs {
         self.opts.tick_us
     }
+
+    /// A ZabCT follower reports its coin probability, or that the epoch runs Zab.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        match &self.phase {
+            Phase::Following(f)
+                if self.opts.variant.coin(self.cluster.size()).is_some()
+                    && f.stage >= FStage::Synced =>
+            {
+                if f.zab_mode {
+                    vec![("zab_mode", 1.0)]
+                } else {
+                    vec![("coin_p", f.coin.p)]
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl Zab {
