@@ -6,14 +6,16 @@ use synod_zab::{Bug, Options as ZabOptions, Variant, Zab};
 /// Protocols that can be selected by name: Zab and the thesis's variants, then deliberately
 /// broken protocols (`zab-bug-*`, and `*-unrestricted` runs of the restricted variants under
 /// faults their assumptions exclude) that exist to prove the checkers catch unsafe protocols.
-pub const NAMES: &[&str] = &[
-    "zab",
-    "zab-ac",
-    "zab-aa-restricted",
-    "zab-aa-leader-first",
-    "zab-ct-restricted",
-    "zab-ct",
-    "zab-aa",
+pub fn names() -> Vec<&'static str> {
+    Variant::ALL
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(BROKEN.iter().copied())
+        .collect()
+}
+
+/// The deliberately broken protocols.
+const BROKEN: &[&str] = &[
     "zab-bug-commit-own-ack",
     "zab-bug-ack-before-durable",
     "zab-bug-elect-anyone",
@@ -58,12 +60,13 @@ fn spec(name: &str) -> Option<Spec> {
 }
 
 pub fn check_name(name: &str) -> Result<(), String> {
-    if NAMES.contains(&name) && spec(name).is_some() {
+    let names = names();
+    if names.contains(&name) && spec(name).is_some() {
         Ok(())
     } else {
         Err(format!(
             "unknown protocol '{name}' (known: {})",
-            NAMES.join(", ")
+            names.join(", ")
         ))
     }
 }

@@ -59,22 +59,14 @@ fn thesis(protocol: &str, n: usize, wr: u32) -> Option<(i32, i32)> {
 }
 
 pub fn thesis_experiment(seeds: std::ops::Range<u64>, threads: usize, quick: bool) -> Result<()> {
-    let protocols: &[&'static str] = &[
-        "zab",
-        "zab-ac",
-        "zab-aa-restricted",
-        "zab-aa-leader-first",
-        "zab-ct-restricted",
-        "zab-ct",
-        "zab-aa",
-    ];
+    let protocols = synod_zab::Variant::ALL;
     let sizes: &[usize] = if quick { &[3, 5] } else { &[3, 5, 7, 9] };
     let ratios: &[f64] = &[0.1, 0.5, 1.0];
     let mut rows = Vec::new();
     for &n in sizes {
         for &wr in ratios {
-            for &protocol in protocols {
-                if protocol == "zab-ac" && n != 3 {
+            for (protocol, variant) in protocols {
+                if !variant.supports(n) {
                     continue;
                 }
                 let mut cfg = SimConfig::new(n, 0, ());

@@ -1264,17 +1264,8 @@ impl Zab {
         self.log.append(vec![entry], &mut out.persist);
         if bug == Some(Bug::AckBeforeDurable) && stage >= FStage::Synced {
             self.log.pretend_durable();
-            let (zab, stamp) = (false, self.now);
-            self.send(
-                out,
-                from,
-                Msg::Ack {
-                    epoch,
-                    zxid,
-                    zab,
-                    stamp,
-                },
-            );
+            let ack = self.ack(epoch, zxid, false);
+            self.send(out, from, ack);
         }
     }
 
@@ -1296,16 +1287,8 @@ impl Zab {
             Phase::Following(f) if f.stage >= FStage::Synced && durable > f.acked => {
                 f.acked = durable;
                 let (leader, epoch) = (f.leader, f.epoch);
-                self.send(
-                    out,
-                    leader,
-                    Msg::Ack {
-                        epoch,
-                        zxid: durable,
-                        zab: false,
-                        stamp: now,
-                    },
-                );
+                let ack = self.ack(epoch, durable, false);
+                self.send(out, leader, ack);
             }
             Phase::Leading(l) if l.stage == LStage::Broadcast => self.advance_commit(out),
             Phase::Leading(_) => self.try_establish(out),
@@ -1454,6 +1437,16 @@ impl Zab {
         }
     }
 
+    /// A follower's cumulative ack, stamped with our clock (echoed back for ZabCT's d).
+    fn ack(&self, epoch: u32, zxid: Zxid, zab: bool) -> Msg {
+        Msg::Ack {
+            epoch,
+            zxid,
+            zab,
+            stamp: self.now,
+        }
+    }
+
     /// Variants, F1–F3: send (or, with a coin, maybe send) a cumulative ack for everything durably
     /// logged here, to the leader and (ack-all variants) to every follower. `forced` skips the
     /// coin (the deterministic fallback).
@@ -1483,12 +1476,7 @@ impl Zab {
         }
         f.acked = durable;
         let (leader, epoch) = (f.leader, f.epoch);
-        let msg = Msg::Ack {
-            epoch,
-            zxid: durable,
-            zab,
-            stamp: now,
-        };
+        let msg = self.ack(epoch, durable, zab);
         if variant.broadcast_acks() && !zab_mode {
             out.send.push(Envelope {
                 to: Dest::All,
@@ -1590,18 +1578,8 @@ impl Zab {
             return;
         }
         // The heartbeat reply is a cumulative ack that also carries our vote.
-        let zxid = self.log.durable().zxid;
-        let stamp = now;
-        self.send(
-            out,
-            from,
-            Msg::Ack {
-                epoch,
-                zxid,
-                zab,
-                stamp,
-            },
-        );
+        let ack = self.ack(epoch, self.log.durable().zxid, zab);
+        self.send(out, from, ack);
         self.deliver(commit, out);
     }
 
