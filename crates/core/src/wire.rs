@@ -186,7 +186,10 @@ impl<T: Wire> Wire for Vec<T> {
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         let n = get_count(b, "sequence", 1)?;
-        let mut v = Vec::with_capacity(n);
+        // Reserve no more memory than the input holds: a forged count within the input's
+        // length must not make the decoder allocate size_of::<T>() times the input.
+        let fits = b.remaining() / std::mem::size_of::<T>().max(1);
+        let mut v = Vec::with_capacity(n.min(fits));
         for _ in 0..n {
             v.push(T::decode(b)?);
         }

@@ -9,7 +9,13 @@ fn opts(dir: &Path) -> WalOptions {
         dir: dir.to_path_buf(),
         segment_bytes: 1 << 20,
         fsync: FsyncPolicy::Always,
+        preallocate_bytes: 4096,
     }
+}
+
+/// Length of a segment without its zero padding.
+fn logical_len(data: &[u8]) -> usize {
+    data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
 }
 
 fn entry(slot: u64) -> Entry {
@@ -81,7 +87,7 @@ fn a_corrupt_or_torn_tail_ends_the_log_and_is_truncated() {
         }
         let seg = dir.path().join(segment_name(1));
         let mut data = fs::read(&seg).unwrap();
-        let len = data.len();
+        let len = logical_len(&data);
         match damage {
             "flip" => data[len - 20] ^= 0x40,
             _ => data.truncate(len - 30),
@@ -204,4 +210,41 @@ fn a_damaged_snapshot_file_is_a_clear_error() {
     fs::write(dir.path().join(snapshot_name(5)), b"STATE").unwrap();
     let err = ZabWal::open(opts(dir.path())).err().expect("must refuse");
     assert!(err.to_string().contains("damaged"), "{err}");
+}
+
+#[test]
+fn a_preallocated_log_ends_cleanly_at_its_padding_and_appends_after_its_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.preallocate_bytes = 1 << 16;
+    for round in 0..3u64 {
+        let (mut wal, state, rec) = ZabWal::open(o.clone()).unwrap();
+        assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
+        assert_eq!(state.records.len() as u64, round * 5);
+        for s in round * 5 + 1..=round * 5 + 5 {
+            wal.write_batch(&ops(s, vec![StorageOp::Append(vec![entry(s)])]))
+                .unwrap();
+        }
+    }
+    let seg = dir.path().join(segment_name(1));
+    let data = fs::read(&seg).unwrap();
+    assert!(data.len() as u64 >= 1 << 16, "the segment is padded");
+    let (_, state, _) = ZabWal::open(o.clone()).unwrap();
+    assert_eq!(
+        state.records.iter().map(|e| e.slot).collect::<Vec<_>>(),
+        (1..=15).collect::<Vec<_>>(),
+        "no record was written after the padding and none lost"
+    );
+    // Rolling to a new segment gives the old one's padding back.
+    o.segment_bytes = 1;
+    {
+        let (mut wal, _, _) = ZabWal::open(o.clone()).unwrap();
+        wal.write_batch(&ops(16, vec![StorageOp::Append(vec![entry(16)])]))
+            .unwrap();
+    }
+    let data = fs::read(&seg).unwrap();
+    assert_eq!(data.len(), logical_len(&data), "closed segment trimmed");
+    let (_, state, rec) = ZabWal::open(o).unwrap();
+    assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
+    assert_eq!(state.records.len(), 16);
 }

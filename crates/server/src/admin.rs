@@ -22,6 +22,8 @@ pub struct AdminState<M> {
     pub driver: mpsc::Sender<DriverInput<M>>,
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
+    /// The partition hook, when fault injection is enabled.
+    pub cut: Option<Arc<crate::transport::Cut>>,
 }
 
 pub fn router<M: Send + 'static>(state: Arc<AdminState<M>>) -> Router {
@@ -30,12 +32,47 @@ pub fn router<M: Send + 'static>(state: Arc<AdminState<M>>) -> Router {
         .route("/metrics", get(metrics::<M>))
         .route("/health", get(health::<M>))
         .route("/v1/status", get(status::<M>))
+        .route("/v1/fault/cut", get(cut_get::<M>).post(cut_set::<M>))
         .route(
             "/v1/kv/*key",
             get(kv_get::<M>).put(kv_put::<M>).delete(kv_delete::<M>),
         )
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+}
+
+/// `POST /v1/fault/cut?peers=2,3` cuts this replica off from peers 2 and 3 (both directions
+/// of their connections); `peers=` heals. 403 unless `fault_injection` is on.
+async fn cut_set<M>(
+    State(s): State<Arc<AdminState<M>>>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let Some(cut) = &s.cut else {
+        return (
+            StatusCode::FORBIDDEN,
+            "fault injection is off (config key fault_injection)\n",
+        )
+            .into_response();
+    };
+    let list = q.get("peers").map(String::as_str).unwrap_or("");
+    let mut peers = Vec::new();
+    for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.parse() {
+            Ok(id) => peers.push(id),
+            Err(_) => {
+                return (StatusCode::BAD_REQUEST, format!("bad peer id '{p}'\n")).into_response()
+            }
+        }
+    }
+    cut.set(peers);
+    (StatusCode::OK, format!("cut: {:?}\n", cut.get())).into_response()
+}
+
+async fn cut_get<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
+    match &s.cut {
+        Some(c) => (StatusCode::OK, format!("cut: {:?}\n", c.get())).into_response(),
+        None => (StatusCode::FORBIDDEN, "fault injection is off\n").into_response(),
+    }
 }
 
 async fn metrics<M>(State(s): State<Arc<AdminState<M>>>) -> Response {

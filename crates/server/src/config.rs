@@ -36,6 +36,19 @@ pub struct Config {
     /// Deliveries between two snapshots of the state machine.
     #[serde(default = "default_snapshot_every")]
     pub snapshot_every: u64,
+    /// Async worker threads: 1 runs every task on one thread (fewest wake-ups and context
+    /// switches, best when replicas share a small machine); the WAL has its own thread anyway.
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// Fault injection for the chaos harness (`synod chaos`): enables `POST /v1/fault/cut` on
+    /// the admin port and `debug_bug`. Never turn it on in production.
+    #[serde(default)]
+    pub fault_injection: bool,
+    /// A deliberately planted bug, to prove the chaos harness catches one (needs
+    /// fault_injection): `stale-sync` answers `sync` locally instead of ordering it through the
+    /// leader, so a partitioned server serves stale reads after a sync.
+    #[serde(default)]
+    pub debug_bug: String,
     /// tracing filter, e.g. `info` or `synod_server=debug,info`.
     #[serde(default = "default_log_level")]
     pub log_level: String,
@@ -55,11 +68,24 @@ pub struct ZkTuning {
     /// Session timeouts are clamped to [min, max] (ZooKeeper: 2 and 20 ticks of 2 s).
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
+    /// Open client connections, those still in their handshake included; more are closed as
+    /// soon as they are accepted. Lowered at start-up to fit the file-descriptor limit
+    /// (RLIMIT_NOFILE, whose soft limit the server raises to the hard limit).
     pub max_connections: usize,
     /// Requests of one connection in flight before the server stops reading it.
     pub max_outstanding: usize,
+    /// Bytes of requests of one connection read but not yet answered before the server stops
+    /// reading it (at least `max_buffer`): bounds the memory one connection can pin.
+    pub max_outstanding_bytes: usize,
     /// Watch events queued for one connection before it is closed as too slow.
     pub max_queued_events: usize,
+    /// A new connection that has not sent its whole ConnectRequest (or a four-letter word)
+    /// within this time is closed. After the handshake, a request frame must arrive whole
+    /// within the session timeout once its first byte has.
+    pub handshake_timeout_ms: u64,
+    /// A connection whose replies cannot be written for this long (a client that does not
+    /// read) is closed. At most about 1 MiB of replies is buffered per connection meanwhile.
+    pub write_timeout_ms: u64,
     /// Four-letter words answered on the client port: "*" or a list (ruok, srvr, stat, mntr,
     /// conf, cons, envi, wchs, dump, isro).
     pub four_letter_words: Vec<String>,
@@ -73,7 +99,10 @@ impl Default for ZkTuning {
             max_session_timeout_ms: 40_000,
             max_connections: 10_000,
             max_outstanding: 1_000,
+            max_outstanding_bytes: 4 << 20,
             max_queued_events: 10_000,
+            handshake_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
             four_letter_words: vec!["*".into()],
         }
     }
@@ -96,8 +125,19 @@ pub struct Limits {
     pub max_key_bytes: usize,
     /// WAL segment size.
     pub segment_bytes: u64,
+    /// Zero-filled space written ahead of the WAL so that syncs do not change the file size
+    /// (0 turns it off).
+    pub wal_preallocate_bytes: u64,
     /// Seconds a client request waits for its delivery.
     pub request_timeout_ms: u64,
+    /// Inbound peer connections that have not completed their hello (5 s at most) at the same
+    /// time; more are closed as soon as they are accepted.
+    pub max_peer_handshakes: usize,
+    /// Open admin HTTP connections; more are closed as soon as they are accepted.
+    pub max_admin_connections: usize,
+    /// An admin HTTP connection is closed when a request's headers take longer than this to
+    /// arrive, or when it stays idle this long between requests.
+    pub admin_idle_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -110,7 +150,11 @@ impl Default for Limits {
             max_value_bytes: 1 << 20,
             max_key_bytes: 1024,
             segment_bytes: 64 << 20,
+            wal_preallocate_bytes: 16 << 20,
             request_timeout_ms: 10_000,
+            max_peer_handshakes: 64,
+            max_admin_connections: 1_024,
+            admin_idle_timeout_ms: 30_000,
         }
     }
 }
@@ -139,6 +183,10 @@ impl Default for ZabTuning {
             max_inflight: 20_000,
         }
     }
+}
+
+fn default_threads() -> usize {
+    1
 }
 
 fn default_protocol() -> String {
@@ -187,11 +235,31 @@ impl Config {
         if self.cluster_id.is_empty() {
             bail!("config key cluster_id: must not be empty");
         }
-        if self.protocol != "zab" {
-            bail!(
-                "config key protocol: '{}' is not supported by the server yet (supported: zab)",
+        let members_n = self.peers.len();
+        match synod_zab::variant::Variant::from_name(&self.protocol) {
+            None => bail!(
+                "config key protocol: '{}' is not a protocol of this server (supported: {})",
+                self.protocol,
+                synod_zab::variant::Variant::ALL
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Some(v) if !v.supports(members_n) => bail!(
+                "config key protocol: '{}' does not support a cluster of {members_n}",
                 self.protocol
+            ),
+            Some(_) => {}
+        }
+        if !matches!(self.debug_bug.as_str(), "" | "stale-sync") {
+            bail!(
+                "config key debug_bug: '{}' (expected stale-sync or nothing)",
+                self.debug_bug
             );
+        }
+        if !self.debug_bug.is_empty() && !self.fault_injection {
+            bail!("config key debug_bug: needs fault_injection = true");
         }
         if !matches!(self.fsync.as_str(), "always" | "never") {
             bail!(
@@ -217,6 +285,18 @@ impl Config {
             || self.zookeeper.max_session_timeout_ms < self.zookeeper.min_session_timeout_ms
         {
             bail!("config key zookeeper.max_session_timeout_ms: must be at least min_session_timeout_ms (> 0)");
+        }
+        if self.zookeeper.handshake_timeout_ms == 0 || self.zookeeper.write_timeout_ms == 0 {
+            bail!("config key zookeeper.handshake_timeout_ms / write_timeout_ms: must be positive");
+        }
+        if self.zookeeper.max_connections == 0 {
+            bail!("config key zookeeper.max_connections: must be at least 1");
+        }
+        if self.limits.max_peer_handshakes == 0
+            || self.limits.max_admin_connections == 0
+            || self.limits.admin_idle_timeout_ms == 0
+        {
+            bail!("config key limits.max_peer_handshakes / max_admin_connections / admin_idle_timeout_ms: must be positive");
         }
         if self.snapshot_every == 0 {
             bail!("config key snapshot_every: must be at least 1");
@@ -268,6 +348,8 @@ impl Config {
             finalize_wait_us: z.tick_ms * 1_000,
             log_retain: z.log_retain,
             max_inflight: z.max_inflight,
+            variant: synod_zab::variant::Variant::from_name(&self.protocol)
+                .unwrap_or(synod_zab::variant::Variant::Zab),
             ..synod_zab::Options::default()
         }
     }

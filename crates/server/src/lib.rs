@@ -79,13 +79,16 @@ pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
 }
 
 /// Run a replica until SIGTERM or SIGINT.
-pub async fn run(cfg: Config) -> Result<()> {
+pub async fn run(mut cfg: Config) -> Result<()> {
+    let fd_limit = raise_fd_limit();
+    fit_connections(&mut cfg, fd_limit);
     let dir = cfg.data_dir.clone();
     check_identity(&dir, &cfg)?;
     let members = cfg.members()?;
     let wal_opts = WalOptions {
         dir: dir.join("wal"),
         segment_bytes: cfg.limits.segment_bytes,
+        preallocate_bytes: cfg.limits.wal_preallocate_bytes,
         fsync: if cfg.fsync == "always" {
             FsyncPolicy::Always
         } else {
@@ -130,7 +133,9 @@ pub async fn run(cfg: Config) -> Result<()> {
         ..Status::default()
     }));
     let (tx, rx) = mpsc::channel(65_536);
+    let cut = Arc::new(transport::Cut::default());
     let tcfg = TransportConfig {
+        cut: cut.clone(),
         cluster_id: cfg.cluster_id.clone(),
         protocol: cfg.protocol.clone(),
         me: cfg.node_id,
@@ -163,6 +168,7 @@ pub async fn run(cfg: Config) -> Result<()> {
         driver: tx.clone(),
         max_key_bytes: cfg.limits.max_key_bytes,
         max_value_bytes: cfg.limits.max_value_bytes,
+        cut: cfg.fault_injection.then_some(cut),
     });
     let app = admin::router(admin_state);
     let front = match (client_listener, cfg.client_addr) {
@@ -172,6 +178,7 @@ pub async fn run(cfg: Config) -> Result<()> {
                     node_id: cfg.node_id,
                     client_addr: addr,
                     tuning: cfg.zookeeper.clone(),
+                    bug_stale_sync: cfg.debug_bug == "stale-sync",
                     peers: members
                         .iter()
                         .map(|(id, a)| format!("server.{id}={a}"))
@@ -230,6 +237,101 @@ pub async fn run(cfg: Config) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
     info!("stopped");
     Ok(())
+}
+
+/// File descriptors kept for the log, snapshots, peers and the admin port when the client
+/// port's `max_connections` is fitted to the descriptor limit.
+const FD_RESERVE: u64 = 512;
+
+/// Raise this process's soft RLIMIT_NOFILE to its hard limit (many systems start processes
+/// with a soft limit of 1024, far below `zookeeper.max_connections`). Returns the soft limit
+/// now in force (u64::MAX when unknown).
+pub fn raise_fd_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return u64::MAX;
+    };
+    if soft >= hard {
+        return soft;
+    }
+    // An unlimited hard limit is not a valid soft limit everywhere; 1 Mi descriptors is plenty.
+    let want = hard.min(1 << 20).max(soft);
+    match setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+        Ok(()) => want,
+        Err(e) => {
+            warn!("cannot raise the open-file limit from {soft} to {want}: {e}");
+            soft
+        }
+    }
+}
+
+/// Fit the client port's connection limit to the file-descriptor limit, so that clients
+/// cannot take the descriptors the log and the peers need.
+fn fit_connections(cfg: &mut Config, fd_limit: u64) {
+    let room = fd_limit
+        .saturating_sub(FD_RESERVE + cfg.limits.max_peer_handshakes as u64)
+        .saturating_sub(cfg.limits.max_admin_connections as u64)
+        .max(16);
+    if cfg.zookeeper.max_connections as u64 > room {
+        warn!(
+            "config key zookeeper.max_connections: {} does not fit the open-file limit of {fd_limit} \
+             (with limits.max_admin_connections and max_peer_handshakes); using {room}",
+            cfg.zookeeper.max_connections
+        );
+        cfg.zookeeper.max_connections = room as usize;
+    }
+}
+
+/// Read exactly `len` bytes, growing the buffer as they arrive (at most doubling what has
+/// arrived), so that a length that claims more than the peer sends costs only what it sent.
+pub(crate) async fn read_body<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut body: Vec<u8> = Vec::new();
+    while body.len() < len {
+        let want = (len - body.len()).min(body.len().max(64 << 10));
+        body.reserve_exact(want);
+        let n = (&mut *r).take(want as u64).read_buf(&mut body).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(body)
+}
+
+/// Log at most one warning per second for a flood of similar events (e.g. refused
+/// connections); the number suppressed since the last one is reported with the next.
+pub(crate) struct RateLimitedWarn {
+    last_ms: std::sync::atomic::AtomicI64,
+    suppressed: std::sync::atomic::AtomicU64,
+}
+
+impl RateLimitedWarn {
+    pub(crate) const fn new() -> Self {
+        Self {
+            last_ms: std::sync::atomic::AtomicI64::new(0),
+            suppressed: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+    /// Some(number suppressed since the last warning) when a warning may be logged now.
+    pub(crate) fn check(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.last_ms.load(Ordering::Relaxed);
+        if now - last >= 1_000
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            Some(self.suppressed.swap(0, Ordering::Relaxed))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 /// Wall-clock milliseconds since the Unix epoch (ZooKeeper's ctime/mtime).

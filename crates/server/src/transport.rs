@@ -47,6 +47,8 @@ const BATCH_BYTES: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 pub struct TransportConfig {
+    /// Peers this replica is cut off from (fault injection).
+    pub cut: Arc<Cut>,
     pub cluster_id: String,
     pub protocol: String,
     pub me: NodeId,
@@ -98,6 +100,28 @@ impl<M> PeerSender<M> {
     }
     pub fn depth(&self) -> u64 {
         self.depth.load(Ordering::Relaxed)
+    }
+}
+
+/// Fault injection (`POST /v1/fault/cut`): the peers this replica is partitioned from. Cut peers'
+/// connections are closed in both directions and their handshakes refused until healed, so the
+/// protocol sees exactly what a partition shows it: broken connections that do not come back.
+#[derive(Debug, Default)]
+pub struct Cut {
+    peers: std::sync::RwLock<std::collections::HashSet<NodeId>>,
+}
+
+impl Cut {
+    pub fn is_cut(&self, peer: NodeId) -> bool {
+        self.peers.read().expect("cut").contains(&peer)
+    }
+    pub fn set(&self, peers: impl IntoIterator<Item = NodeId>) {
+        *self.peers.write().expect("cut") = peers.into_iter().collect();
+    }
+    pub fn get(&self) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = self.peers.read().expect("cut").iter().copied().collect();
+        v.sort();
+        v
     }
 }
 
@@ -268,12 +292,22 @@ async fn outbound_loop<M: Wire + Send + 'static>(
         protocol: cfg.protocol.clone(),
     });
     loop {
+        if cfg.cut.is_cut(peer) {
+            // Partitioned by fault injection: what is queued is lost, as on a broken link.
+            while rx.try_recv().is_ok() {}
+            depth.store(0, Ordering::Relaxed);
+            if rx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
         match connect(addr, &hello, cfg.max_frame()).await {
             Ok(mut stream) => {
                 backoff = Duration::from_millis(20);
                 debug!(peer, %addr, "connected to peer");
                 reset.store(false, Ordering::Relaxed);
-                let why = pump(&cfg, &mut stream, &mut rx, &reset, &depth, &stats).await;
+                let why = pump(&cfg, peer, &mut stream, &mut rx, &reset, &depth, &stats).await;
                 match why {
                     Pump::Closed => return, // the driver is gone: shutting down
                     Pump::Failed(e) => debug!(peer, "connection to peer lost: {e}"),
@@ -367,6 +401,7 @@ enum Pump {
 
 async fn pump<M: Wire>(
     cfg: &TransportConfig,
+    peer: NodeId,
     stream: &mut TcpStream,
     rx: &mut mpsc::Receiver<M>,
     reset: &AtomicBool,
@@ -380,6 +415,9 @@ async fn pump<M: Wire>(
         };
         if reset.load(Ordering::Relaxed) {
             return Pump::TooSlow;
+        }
+        if cfg.cut.is_cut(peer) {
+            return Pump::Failed(io::Error::other("cut by fault injection"));
         }
         buf.clear();
         let mut n = 1u64;
@@ -466,6 +504,8 @@ async fn inbound<M: Wire + Send + 'static>(
                 "peer runs protocol '{}', this cluster runs '{}'",
                 h.protocol, cfg.protocol
             ))
+        } else if cfg.cut.is_cut(h.node_id) {
+            Err(format!("node {} is cut off (fault injection)", h.node_id))
         } else if h.node_id == cfg.me || !cfg.members.contains_key(&h.node_id) {
             Err(format!(
                 "node id {} is not a peer of this replica",
@@ -542,6 +582,9 @@ async fn inbound<M: Wire + Send + 'static>(
         };
         if superseded.load(Ordering::SeqCst) {
             return; // a newer connection from this peer took over
+        }
+        if cfg.cut.is_cut(peer) {
+            break "cut by fault injection".to_string();
         }
         if events
             .send(DriverInput::Peer { from: peer, msg })

@@ -37,6 +37,8 @@ pub struct FrontConfig {
     pub tuning: crate::config::ZkTuning,
     /// `server.<id>=<peer address>` lines for `conf`.
     pub peers: Vec<String>,
+    /// Planted bug (fault injection only): answer `sync` locally, without ordering it.
+    pub bug_stale_sync: bool,
 }
 
 /// A watch event for a connection.
@@ -419,7 +421,8 @@ impl Front {
             // Start what may start: writes in order, a read once no earlier write is in flight.
             while let Some((xid, code, _, _)) = backlog.front() {
                 let (xid, code) = (*xid, *code);
-                if is_write(code) {
+                let planted = self.cfg.bug_stale_sync && code == op::SYNC;
+                if is_write(code) && !planted {
                     let (_, _, body, t) = backlog.pop_front().expect("front");
                     let txn = if code == op::CLOSE_SESSION {
                         Txn::CloseSession { session }
@@ -559,6 +562,12 @@ impl Front {
         let zxid = m.applied_zxid;
         let reply = match code {
             op::PING => Reply::ok(BytesMut::new()),
+            // Reached only with the planted stale-sync bug: sync answered from local state.
+            op::SYNC => {
+                let mut b = BytesMut::new();
+                b.string(&Reader::new(body).string().unwrap_or_default());
+                Reply::ok(b)
+            }
             op::AUTH => {
                 let mut r = Reader::new(body);
                 let parsed =

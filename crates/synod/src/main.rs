@@ -1,10 +1,15 @@
 //! The `synod` command.
 
+mod bench;
+mod chaos;
 mod cli;
 mod dev;
 mod experiment;
+mod procs;
 mod server;
 mod sim;
+mod soak;
+mod zkclient;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +34,12 @@ enum Command {
     Dev(dev::DevArgs),
     /// A small ZooKeeper client: ls, get, set, create, delete, stat, watch.
     Cli(cli::CliArgs),
+    /// Load generator (ZooKeeper protocol, etcd v3) and comparisons with ZooKeeper and etcd.
+    Bench(bench::BenchArgs),
+    /// Fault injection on a real cluster, with a linearizability check of the history.
+    Chaos(chaos::ChaosArgs),
+    /// Hold a steady load with many sessions for a long time, reporting latency and memory.
+    Soak(soak::SoakArgs),
 }
 
 fn main() {
@@ -46,6 +57,27 @@ fn main() {
             Err(e) => {
                 eprintln!("synod cli: {e:#}");
                 1
+            }
+        },
+        Command::Bench(args) => match bench::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod bench: {e:#}");
+                1
+            }
+        },
+        Command::Chaos(args) => match chaos::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod chaos: {e:#}");
+                2
+            }
+        },
+        Command::Soak(args) => match soak::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod soak: {e:#}");
+                2
             }
         },
         Command::Dev(args) => match dev::run(args) {

@@ -38,11 +38,18 @@ pub fn run(args: ServerArgs) -> Result<()> {
     }
     let cfg = Config::load(args.config.as_deref(), &set)?;
     init_tracing(&cfg.log_level);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .worker_threads(2)
-        .thread_name("synod")
-        .build()?;
+    let rt = if cfg.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name("synod")
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .worker_threads(cfg.threads.min(64))
+            .thread_name("synod")
+            .build()?
+    };
     rt.block_on(synod_server::run(cfg))
 }
 

@@ -1,0 +1,94 @@
+//! The chaos harness on real processes, in the default test run: short runs of `synod chaos`
+//! with every fault kind must pass for zab and zab-ct, and a planted bug (sync answered locally,
+//! so a partitioned server serves stale reads) must be caught. The long runs are commands (see
+//! docs/testing.md). Ports 25000–25999.
+
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One cluster at a time: the machine has two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn chaos(args: &[&str]) -> (i32, String) {
+    let _guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_synod"))
+        .arg("chaos")
+        .args(args)
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .expect("run synod chaos");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_short_chaos_run_of_zab_with_every_fault_passes() {
+    let (code, out) = chaos(&[
+        "--protocol",
+        "zab",
+        "--duration",
+        "15s",
+        "--faults",
+        "kill,pause,partition,restart",
+        "--seed",
+        "11",
+        "--base-port",
+        "25200",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("linearizability: PASS"), "{out}");
+    assert!(out.contains("acknowledged writes survive: PASS"), "{out}");
+}
+
+#[test]
+fn a_short_chaos_run_of_zab_ct_with_every_fault_passes() {
+    let (code, out) = chaos(&[
+        "--protocol",
+        "zab-ct",
+        "--duration",
+        "12s",
+        "--faults",
+        "kill,pause,partition,restart",
+        "--seed",
+        "12",
+        "--base-port",
+        "25300",
+    ]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn the_harness_catches_a_planted_stale_read_bug() {
+    // With `sync` answered locally, a server cut off from the leader keeps serving "synced"
+    // reads of its old state while the majority moves on: the history is not linearizable.
+    let (code, out) = chaos(&[
+        "--protocol",
+        "zab",
+        "--duration",
+        "20s",
+        "--faults",
+        "partition",
+        "--bug",
+        "stale-sync",
+        "--seed",
+        "3",
+        "--base-port",
+        "25400",
+    ]);
+    assert_eq!(code, 1, "the planted bug must fail the run:\n{out}");
+    assert!(out.contains("is not linearizable"), "{out}");
+    assert!(out.contains("history written to"), "{out}");
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let (code, out) = chaos(&["--faults", "meteor", "--duration", "1s"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("unknown fault 'meteor'"), "{out}");
+}
