@@ -1017,7 +1017,7 @@ impl ZkMachine {
         let digest = r.long()? as u64;
         let n = r.count(16)?;
         let mut tree = Tree {
-            nodes: imbl::HashMap::new(),
+            nodes: imbl::OrdMap::new(),
             sessions: imbl::OrdMap::new(),
             reapable: imbl::OrdSet::new(),
         };
@@ -1032,7 +1032,7 @@ impl ZkMachine {
                     data,
                     acl: Arc::new(acl),
                     stat,
-                    children: imbl::OrdSet::new(),
+                    children: crate::tree::Children::new(),
                 },
             );
         }

@@ -49,7 +49,46 @@ pub struct Node {
     pub data: Bytes,
     pub acl: Arc<Vec<Acl>>,
     pub stat: Stat,
-    pub children: imbl::OrdSet<Arc<str>>,
+    pub children: Children,
+}
+
+/// A znode's child names. Most znodes have none, and an empty `imbl::OrdSet` allocates a whole
+/// B-tree node (about 1.6 KiB, measured), so the set exists only while there are children.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Children(Option<imbl::OrdSet<Arc<str>>>);
+
+impl Children {
+    pub fn new() -> Self {
+        Children(None)
+    }
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |s| s.len())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn insert(&mut self, name: Arc<str>) {
+        self.0.get_or_insert_with(imbl::OrdSet::new).insert(name);
+    }
+    pub fn remove(&mut self, name: &str) {
+        if let Some(s) = &mut self.0 {
+            s.remove(name);
+            if s.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.0.iter().flat_map(|s| s.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a Children {
+    type Item = &'a Arc<str>;
+    type IntoIter = Box<dyn Iterator<Item = &'a Arc<str>> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
 }
 
 impl Node {
@@ -93,7 +132,7 @@ pub enum Change {
 
 #[derive(Clone, Debug)]
 pub struct Tree {
-    pub nodes: imbl::HashMap<Arc<str>, Node>,
+    pub nodes: imbl::OrdMap<Arc<str>, Node>,
     pub sessions: imbl::OrdMap<i64, Session>,
     /// Container and TTL nodes, which the leader reaps when they qualify.
     pub reapable: imbl::OrdSet<Arc<str>>,
@@ -112,7 +151,7 @@ pub fn open_acl() -> Arc<Vec<Acl>> {
 impl Default for Tree {
     fn default() -> Self {
         let mut t = Tree {
-            nodes: imbl::HashMap::new(),
+            nodes: imbl::OrdMap::new(),
             sessions: imbl::OrdMap::new(),
             reapable: imbl::OrdSet::new(),
         };
@@ -120,7 +159,7 @@ impl Default for Tree {
             data: Bytes::new(),
             acl,
             stat: Stat::default(),
-            children: imbl::OrdSet::new(),
+            children: Children::new(),
         };
         // As in ZooKeeper: "/" and the system node "/zookeeper" with "quota" and "config".
         let mut root = empty(open_acl());
@@ -314,7 +353,7 @@ impl Tree {
             data: a.data,
             acl: Arc::new(acl),
             stat,
-            children: imbl::OrdSet::new(),
+            children: Children::new(),
         };
         let parent = self.nodes.get_mut(parent_path.as_str()).expect("checked");
         parent.children.insert(name);
