@@ -3,9 +3,9 @@
 use synod_history::{check_linearizable, Budget, History, Verdict};
 
 /// Seed 1 of `synod chaos` (zab): a write in flight when leader 3 was killed was recovered by
-/// the next leader and read at version 1783. The first checker forbade indeterminate writes to
-/// produce any version some op had returned, reads included, and rejected this linearizable
-/// window; only acknowledged writes claim their versions.
+/// the next leader and read at version 1783. A development build of the checker forbade
+/// indeterminate writes to produce any version some op had returned, reads included, and
+/// rejected this linearizable window; only acknowledged writes claim their versions.
 #[test]
 fn chaos_seed_1_an_indeterminate_write_that_a_read_observed() {
     let path = concat!(

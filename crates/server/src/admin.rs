@@ -12,8 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use synod_zk::machine::{Reply, Txn, ZkMachine};
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tracing::{debug, warn};
 
 pub struct AdminState<M> {
     pub status: Arc<Mutex<Status>>,
@@ -39,6 +42,73 @@ pub fn router<M: Send + 'static>(state: Arc<AdminState<M>>) -> Router {
         )
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
+}
+
+/// Limits of the admin HTTP port (`limits.max_admin_connections`, `admin_idle_timeout_ms`).
+#[derive(Clone, Copy, Debug)]
+pub struct AdminLimits {
+    /// Open connections; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// A connection is closed when a request's headers take longer than this to arrive, or
+    /// when it is idle this long between requests.
+    pub idle_timeout: Duration,
+    /// A request, its body included, must be answered within this time (else 408).
+    pub request_timeout: Duration,
+}
+
+/// Serve `app` on `listener` within `limits`: anyone who can reach the port can open
+/// connections, so their number, their idleness and their slowness are all bounded.
+pub async fn serve(listener: TcpListener, app: Router, limits: AdminLimits) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let refused = crate::RateLimitedWarn::new();
+    let deadline = limits.request_timeout;
+    let app = app.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+            match tokio::time::timeout(deadline, next.run(req)).await {
+                Ok(r) => r,
+                Err(_) => (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request not completed in time\n",
+                )
+                    .into_response(),
+            }
+        },
+    ));
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("admin listener: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            if let Some(more) = refused.check() {
+                warn!(
+                    %addr,
+                    "refusing an admin connection: {} are open (limits.max_admin_connections); {more} more refused since the last warning",
+                    limits.max_connections
+                );
+            }
+            continue;
+        };
+        let svc = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _ = stream.set_nodelay(true);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.idle_timeout)
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                debug!(%addr, "admin connection closed: {e}");
+            }
+        });
+    }
 }
 
 /// `POST /v1/fault/cut?peers=2,3` cuts this replica off from peers 2 and 3 (both directions

@@ -153,7 +153,7 @@ impl Default for Limits {
             wal_preallocate_bytes: 16 << 20,
             request_timeout_ms: 10_000,
             max_peer_handshakes: 64,
-            max_admin_connections: 1_024,
+            max_admin_connections: 256,
             admin_idle_timeout_ms: 30_000,
         }
     }

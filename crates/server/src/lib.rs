@@ -80,6 +80,7 @@ pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
 
 /// Run a replica until SIGTERM or SIGINT.
 pub async fn run(mut cfg: Config) -> Result<()> {
+    return_large_buffers();
     let fd_limit = raise_fd_limit();
     fit_connections(&mut cfg, fd_limit);
     let dir = cfg.data_dir.clone();
@@ -143,6 +144,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         chunk_bytes: cfg.limits.chunk_bytes as usize,
         max_message_bytes: cfg.limits.max_message_bytes as usize,
         peer_queue: cfg.limits.peer_queue,
+        max_handshakes: cfg.limits.max_peer_handshakes,
     };
     let peer_addr = cfg.peer_listen_addr();
     let listener = TcpListener::bind(peer_addr)
@@ -192,17 +194,22 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         }
         _ => None,
     };
-    let admin = tokio::spawn(async move {
-        if let Err(e) = axum::serve(admin_listener, app).await {
-            warn!("admin HTTP stopped: {e}");
-        }
-    });
+    let admin_limits = admin::AdminLimits {
+        max_connections: cfg.limits.max_admin_connections,
+        idle_timeout: Duration::from_millis(cfg.limits.admin_idle_timeout_ms),
+        request_timeout: Duration::from_millis(
+            cfg.limits.admin_idle_timeout_ms + cfg.limits.request_timeout_ms,
+        ),
+    };
+    let admin = tokio::spawn(admin::serve(admin_listener, app, admin_limits));
     info!(
         node = cfg.node_id,
         cluster = %cfg.cluster_id,
         peer = %peer_addr,
         client = ?cfg.client_addr,
         admin = %cfg.admin_addr,
+        fd_limit,
+        max_connections = cfg.zookeeper.max_connections,
         "synod replica started"
     );
     let driver = Driver::new(DriverParts {
@@ -237,6 +244,19 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
     info!("stopped");
     Ok(())
+}
+
+/// Make glibc map buffers of 256 KiB and more on their own and unmap them when freed. Left to
+/// itself, glibc raises this threshold after the first such free and then keeps large
+/// buffers in its heap, so memory a burst of large requests or replies (or an attacker's
+/// stalled megabyte requests) made the server hold would never return to the system.
+fn return_large_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; it is called before the server starts
+    // its tasks and is safe to call at any time in any case.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+    }
 }
 
 /// File descriptors kept for the log, snapshots, peers and the admin port when the client
@@ -348,5 +368,188 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Hostile-input tests: random and mutated bytes into the decoders of the network ports,
+/// with a probe of the largest single allocation they make.
+#[cfg(test)]
+pub(crate) mod fuzz {
+    use proptest::prelude::*;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Probe;
+
+    thread_local! {
+        static ARMED: Cell<bool> = const { Cell::new(false) };
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn note(size: usize) {
+        let _ = ARMED.try_with(|a| {
+            if a.get() {
+                let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+            }
+        });
+    }
+
+    // SAFETY: forwards every call to the system allocator unchanged; only records sizes.
+    unsafe impl GlobalAlloc for Probe {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            note(l.size());
+            System.alloc(l)
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            note(l.size());
+            System.alloc_zeroed(l)
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            System.dealloc(p, l)
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            note(new);
+            System.realloc(p, l, new)
+        }
+    }
+
+    #[global_allocator]
+    static PROBE: Probe = Probe;
+
+    /// Run `f` and check that no single allocation it made exceeds what `input_len` bytes of
+    /// input can justify (a claimed length must not be allocated up front).
+    pub(crate) fn bounded<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
+        LARGEST.with(|l| l.set(0));
+        ARMED.with(|a| a.set(true));
+        let v = f();
+        ARMED.with(|a| a.set(false));
+        let largest = LARGEST.with(|l| l.get());
+        assert!(
+            largest <= 64 * input_len + (256 << 10),
+            "an allocation of {largest} bytes from {input_len} bytes of input"
+        );
+        v
+    }
+
+    /// Run a future to completion on a fresh single-threaded runtime.
+    pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    #[derive(Clone, Debug)]
+    pub(crate) enum Mutation {
+        Flip(usize, u8),
+        Truncate(usize),
+        Insert(usize, Vec<u8>),
+        /// Overwrite 4 bytes with a length-like value (forged lengths and counts).
+        Forge(usize, u32),
+        /// Cut here and append the tail of another valid encoding.
+        Splice(usize, usize, usize),
+    }
+
+    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
+        let forged = prop_oneof![
+            Just(u32::MAX),
+            Just(i32::MAX as u32),
+            Just(0x8000_0000),
+            Just(1 << 20),
+            Just(1 << 24),
+            Just(0),
+            Just(1),
+            any::<u32>(),
+        ];
+        prop_oneof![
+            3 => (any::<usize>(), 0u8..8).prop_map(|(p, b)| Mutation::Flip(p, b)),
+            1 => any::<usize>().prop_map(Mutation::Truncate),
+            1 => (any::<usize>(), prop::collection::vec(any::<u8>(), 1..16))
+                .prop_map(|(p, v)| Mutation::Insert(p, v)),
+            2 => (any::<usize>(), forged).prop_map(|(p, v)| Mutation::Forge(p, v)),
+            1 => (any::<usize>(), any::<usize>(), any::<usize>())
+                .prop_map(|(o, a, b)| Mutation::Splice(o, a, b)),
+        ]
+    }
+
+    pub(crate) fn mutate(base: &[u8], muts: &[Mutation], corpus: &[Vec<u8>]) -> Vec<u8> {
+        let mut v = base.to_vec();
+        for m in muts {
+            match m {
+                Mutation::Flip(p, b) if !v.is_empty() => {
+                    let i = p % v.len();
+                    v[i] ^= 1 << b;
+                }
+                Mutation::Truncate(p) => v.truncate(p % (v.len() + 1)),
+                Mutation::Insert(p, bytes) => {
+                    let i = p % (v.len() + 1);
+                    v.splice(i..i, bytes.iter().copied());
+                }
+                Mutation::Forge(p, val) if v.len() >= 4 => {
+                    let i = p % (v.len() - 3);
+                    v[i..i + 4].copy_from_slice(&val.to_be_bytes());
+                }
+                Mutation::Splice(o, a, b) => {
+                    let other = &corpus[o % corpus.len()];
+                    let cut = a % (v.len() + 1);
+                    let from = b % (other.len() + 1);
+                    v.truncate(cut);
+                    v.extend_from_slice(&other[from..]);
+                }
+                _ => {}
+            }
+        }
+        v
+    }
+
+    pub(crate) fn config(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    #[test]
+    fn read_body_grows_with_what_arrives() {
+        // 10 bytes arrive of a claimed megabyte: an error, and no megabyte allocated.
+        let data = [7u8; 10];
+        let r = bounded(data.len(), || {
+            block_on(crate::read_body(&mut &data[..], 1 << 20))
+        });
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+        let data = vec![5u8; 300_000];
+        let body = block_on(crate::read_body(&mut &data[..], 300_000)).unwrap();
+        assert_eq!(body, data);
+        assert!(body.capacity() <= 300_000, "{}", body.capacity());
+    }
+
+    #[test]
+    fn max_connections_fits_the_descriptor_limit() {
+        let load = || {
+            let set = [
+                "cluster_id=\"c\"",
+                "node_id=1",
+                "peers.1=\"127.0.0.1:1\"",
+                "admin_addr=\"127.0.0.1:2\"",
+                "data_dir=\"/tmp/unused\"",
+            ];
+            crate::Config::load(None, &set.map(String::from)).unwrap()
+        };
+        let mut cfg = load();
+        crate::fit_connections(&mut cfg, 1 << 20);
+        assert_eq!(cfg.zookeeper.max_connections, 10_000, "fits: unchanged");
+        let mut cfg = load();
+        crate::fit_connections(&mut cfg, 1024);
+        // 1024 − 512 reserved − 64 peer handshakes − 256 admin connections.
+        assert_eq!(cfg.zookeeper.max_connections, 192);
+        assert!(super::raise_fd_limit() >= 64);
+    }
+
+    #[test]
+    #[should_panic(expected = "an allocation of")]
+    fn the_probe_sees_a_claimed_length_allocation() {
+        bounded(10, || vec![0u8; 1 << 24]);
     }
 }

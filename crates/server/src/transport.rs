@@ -30,9 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use synod_core::wire::{get_string, get_u16, get_u32, get_u8, put_str, Wire};
 use synod_core::NodeId;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, info, warn};
 
 const MAGIC: u32 = 0x5359_4E44; // "SYND"
@@ -44,6 +44,10 @@ const K_HELLO: u8 = 3;
 const K_REPLY: u8 = 4;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const BATCH_BYTES: usize = 1 << 20;
+/// Largest hello or hello reply: a connection that has not identified itself gets no more.
+const HELLO_MAX_FRAME: usize = 4096;
+/// An inbound connection must complete its hello within this time.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct TransportConfig {
@@ -56,6 +60,8 @@ pub struct TransportConfig {
     pub chunk_bytes: usize,
     pub max_message_bytes: usize,
     pub peer_queue: usize,
+    /// Inbound connections in their hello at once; more are closed at once.
+    pub max_handshakes: usize,
 }
 
 impl TransportConfig {
@@ -170,8 +176,10 @@ impl From<io::Error> for FrameError {
     }
 }
 
-async fn read_frame(
-    s: &mut TcpStream,
+/// Read one frame of at most `max_frame` bytes. Memory grows with the bytes that arrive, not
+/// with the length the frame claims. `Ok(None)` at a clean end of stream.
+async fn read_frame<R: AsyncRead + Unpin>(
+    s: &mut R,
     max_frame: usize,
 ) -> Result<Option<(u8, Bytes)>, FrameError> {
     let mut head = [0u8; 8];
@@ -187,8 +195,7 @@ async fn read_frame(
             "frame length {len} outside 1..={max_frame}"
         )));
     }
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body).await?;
+    let body = crate::read_body(s, len).await?;
     if crc32c::crc32c(&body) != crc {
         return Err(FrameError::Bad("frame checksum mismatch".into()));
     }
@@ -302,7 +309,7 @@ async fn outbound_loop<M: Wire + Send + 'static>(
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         }
-        match connect(addr, &hello, cfg.max_frame()).await {
+        match connect(addr, &hello).await {
             Ok(mut stream) => {
                 backoff = Duration::from_millis(20);
                 debug!(peer, %addr, "connected to peer");
@@ -363,18 +370,14 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
-async fn connect(
-    addr: SocketAddr,
-    hello: &[u8],
-    max_frame: usize,
-) -> Result<TcpStream, ConnectError> {
+async fn connect(addr: SocketAddr, hello: &[u8]) -> Result<TcpStream, ConnectError> {
     let mut s = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
         .await
         .map_err(|_| ConnectError::Io(io::ErrorKind::TimedOut.into()))?
         .map_err(ConnectError::Io)?;
     s.set_nodelay(true).map_err(ConnectError::Io)?;
     s.write_all(hello).await.map_err(ConnectError::Io)?;
-    let r = tokio::time::timeout(Duration::from_secs(2), read_frame(&mut s, max_frame))
+    let r = tokio::time::timeout(Duration::from_secs(2), read_frame(&mut s, HELLO_MAX_FRAME))
         .await
         .map_err(|_| ConnectError::Io(io::ErrorKind::TimedOut.into()))?;
     match r {
@@ -456,6 +459,10 @@ pub async fn serve_inbound<M: Wire + Send + 'static>(
     // One live inbound connection per peer: a newer one supersedes the older, whose leftover
     // messages and late disconnect must not interleave with the new connection's (FIFO).
     let live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>> = Arc::default();
+    // Connections that have not identified themselves yet are few and short-lived: anyone can
+    // open them, so their number is capped (and each has HELLO_TIMEOUT and HELLO_MAX_FRAME).
+    let handshakes = Arc::new(Semaphore::new(cfg.max_handshakes.max(1)));
+    let refused = crate::RateLimitedWarn::new();
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(x) => x,
@@ -465,12 +472,24 @@ pub async fn serve_inbound<M: Wire + Send + 'static>(
                 continue;
             }
         };
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            if let Some(more) = refused.check() {
+                warn!(
+                    %addr,
+                    "refusing a peer connection: {} connections are in their handshake (limits.max_peer_handshakes); {more} more refused since the last warning",
+                    cfg.max_handshakes
+                );
+            }
+            continue;
+        };
         let cfg = cfg.clone();
         let events = events.clone();
         let stats = stats.clone();
         let live = live.clone();
         tokio::spawn(async move {
-            inbound(cfg, stream, addr, events, stats, live).await;
+            inbound(cfg, stream, addr, events, stats, live, permit).await;
         });
     }
 }
@@ -482,17 +501,18 @@ async fn inbound<M: Wire + Send + 'static>(
     events: mpsc::Sender<DriverInput<M>>,
     stats: Arc<TransportStats>,
     live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>>,
+    handshake: tokio::sync::OwnedSemaphorePermit,
 ) {
     let _ = s.set_nodelay(true);
     let max_frame = cfg.max_frame();
-    let hello =
-        match tokio::time::timeout(Duration::from_secs(5), read_frame(&mut s, max_frame)).await {
-            Ok(Ok(Some((K_HELLO, b)))) => decode_hello(b),
-            Ok(Ok(Some(_))) => Err("expected a hello frame".to_string()),
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("no hello within 5 s".to_string()),
-        };
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut s, HELLO_MAX_FRAME)).await
+    {
+        Ok(Ok(Some((K_HELLO, b)))) => decode_hello(b),
+        Ok(Ok(Some(_))) => Err("expected a hello frame".to_string()),
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no hello within {} s", HELLO_TIMEOUT.as_secs())),
+    };
     let check = hello.and_then(|h| {
         if h.cluster_id != cfg.cluster_id {
             Err(format!(
@@ -519,14 +539,22 @@ async fn inbound<M: Wire + Send + 'static>(
         Ok(p) => p,
         Err(reason) => {
             stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
-            warn!(%addr, "refusing peer connection: {reason}");
-            let _ = s.write_all(&reply(false, &reason)).await;
+            // Anyone can send a bad hello: at most one message a second.
+            static REFUSED: crate::RateLimitedWarn = crate::RateLimitedWarn::new();
+            if let Some(more) = REFUSED.check() {
+                warn!(%addr, "refusing peer connection: {reason} ({more} more refused since the last message)");
+            }
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, s.write_all(&reply(false, &reason))).await;
             return;
         }
     };
-    if s.write_all(&reply(true, "")).await.is_err() {
+    if !matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, s.write_all(&reply(true, ""))).await,
+        Ok(Ok(()))
+    ) {
         return;
     }
+    drop(handshake);
     info!(peer, %addr, "peer connected");
     let superseded = Arc::new(AtomicBool::new(false));
     if let Some(old) = live
@@ -648,5 +676,137 @@ mod tests {
         }
         assert_eq!(kinds, vec![K_CHUNK, K_CHUNK, K_LAST]);
         assert_eq!(Blob::from_bytes(data.freeze()).unwrap(), blob);
+    }
+
+    mod hostile {
+        use super::*;
+        use crate::fuzz::{block_on, bounded, config, mutate, mutation};
+        use proptest::prelude::*;
+        use synod_zab::{Msg, Point, Zxid};
+
+        fn hello() -> Vec<u8> {
+            encode_hello(&Hello {
+                cluster_id: "c1".into(),
+                node_id: 2,
+                protocol: "zab".into(),
+            })
+            .to_vec()
+        }
+
+        /// Valid peer-port byte streams: a hello, a hello reply, frames of messages.
+        fn corpus() -> Vec<Vec<u8>> {
+            let mut msgs = BytesMut::new();
+            let p = Point {
+                zxid: Zxid::new(1, 2),
+                slot: 3,
+            };
+            for m in [
+                Msg::NewEpoch { epoch: 4 },
+                Msg::UpToDate {
+                    epoch: 4,
+                    commit: p,
+                },
+            ] {
+                encode_message(&mut msgs, &m, 1 << 20);
+            }
+            let mut chunked = BytesMut::new();
+            encode_message(
+                &mut chunked,
+                &Msg::Forward {
+                    command: synod_core::Command {
+                        id: 1,
+                        payload: Bytes::from(vec![1u8; 100]),
+                    },
+                },
+                16,
+            );
+            vec![
+                hello(),
+                reply(false, "no").to_vec(),
+                msgs.to_vec(),
+                chunked.to_vec(),
+            ]
+        }
+
+        /// Read frames from `data` as an inbound connection does: the hello with the hello
+        /// limit, then messages, decoded, with chunks reassembled.
+        fn consume(data: &[u8]) {
+            bounded(data.len(), || {
+                block_on(async {
+                    let mut r = data;
+                    match read_frame(&mut r, HELLO_MAX_FRAME).await {
+                        Ok(Some((K_HELLO, b))) => {
+                            let _ = decode_hello(b);
+                        }
+                        Ok(Some((K_REPLY, mut b))) => {
+                            let _ = get_u8(&mut b);
+                            let _ = get_string(&mut b, "reason", 1024);
+                        }
+                        _ => {}
+                    }
+                    let mut r = data;
+                    let mut partial = BytesMut::new();
+                    while let Ok(Some((kind, b))) = read_frame(&mut r, (1 << 20) + 65536).await {
+                        match kind {
+                            K_WHOLE => {
+                                let _ = Msg::from_bytes(b);
+                            }
+                            K_CHUNK => partial.extend_from_slice(&b),
+                            K_LAST => {
+                                partial.extend_from_slice(&b);
+                                let _ = Msg::from_bytes(std::mem::take(&mut partial).freeze());
+                            }
+                            _ => break,
+                        }
+                    }
+                })
+            });
+        }
+
+        proptest! {
+            #![proptest_config(config(3_000))]
+
+            #[test]
+            fn mutated_peer_streams_never_panic(
+                which in any::<usize>(),
+                muts in prop::collection::vec(mutation(), 1..5),
+            ) {
+                let c = corpus();
+                consume(&mutate(&c[which % c.len()], &muts, &c));
+            }
+
+            /// Mutations behind a valid checksum reach decode_hello itself.
+            #[test]
+            fn mutated_hellos_are_refused_or_accepted_never_panic(
+                muts in prop::collection::vec(mutation(), 1..5),
+            ) {
+                let h = hello();
+                let data = mutate(&h[9..], &muts, &[h[9..].to_vec()]);
+                let b = Bytes::from(data.clone());
+                if let Ok(h) = bounded(data.len(), || decode_hello(b)) {
+                    prop_assert!(h.cluster_id.len() <= 256 && h.protocol.len() <= 64);
+                }
+                let mut framed = BytesMut::new();
+                frame(&mut framed, K_HELLO, &data);
+                consume(&framed);
+            }
+
+            #[test]
+            fn random_peer_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
+                consume(&data);
+            }
+        }
+
+        #[test]
+        fn a_hello_claiming_a_megabyte_is_refused_unread() {
+            let mut d = BytesMut::new();
+            d.put_u32(1 << 20);
+            d.put_u32(0);
+            d.put_u8(K_HELLO);
+            let r = bounded(d.len(), || {
+                block_on(read_frame(&mut &d[..], HELLO_MAX_FRAME))
+            });
+            assert!(matches!(r, Err(FrameError::Bad(_))));
+        }
     }
 }

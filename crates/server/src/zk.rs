@@ -17,16 +17,16 @@ use crate::driver::{DriverInput, Status, SubmitError, SubmitResult};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use synod_zab::Msg;
 use synod_zk::jute::{err, event, op, xid, Id, JuteWrite, Reader};
 use synod_zk::machine::{Effects, Reply, Txn, ZkMachine};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 #[derive(Clone, Debug)]
@@ -77,6 +77,114 @@ pub struct Front {
     serving: watch::Receiver<bool>,
     stats: Stats,
     started: Instant,
+    /// Open client sockets, those still in their handshake included (`max_connections`).
+    open: AtomicUsize,
+    refused: crate::RateLimitedWarn,
+    timed_out: crate::RateLimitedWarn,
+    /// Malformed or oversized input: anyone can send it, so it is logged at most once a second.
+    bad_input: crate::RateLimitedWarn,
+}
+
+/// Replies buffered for one connection before they are written out (a client that does not
+/// read then stalls its own connection, not the server's memory).
+const OUT_FLUSH_BYTES: usize = 1 << 20;
+/// Budget overhead counted per request besides its bytes.
+const REQUEST_OVERHEAD: usize = 64;
+
+/// Decrements the open-connection count when a connection task ends, however it ends.
+struct OpenGuard(Arc<Front>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd[, readOnly].
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConnectRequest {
+    pub protocol_version: i32,
+    pub last_zxid: i64,
+    pub timeout_ms: i32,
+    pub session_id: i64,
+    pub password: Bytes,
+}
+
+/// Parse the body of a ConnectRequest frame (the trailing readOnly flag is optional).
+pub fn parse_connect(body: Bytes) -> Result<ConnectRequest, synod_zk::jute::JuteError> {
+    let mut r = Reader::new(body);
+    Ok(ConnectRequest {
+        protocol_version: r.int()?,
+        last_zxid: r.long()?,
+        timeout_ms: r.int()?,
+        session_id: r.long()?,
+        password: r.buffer()?,
+    })
+}
+
+/// Parse the body of an auth request: type, scheme, credentials.
+pub fn parse_auth(body: Bytes) -> Result<(i32, String, Bytes), synod_zk::jute::JuteError> {
+    let mut r = Reader::new(body);
+    Ok((r.int()?, r.string()?, r.buffer()?))
+}
+
+/// The length of a request frame from its 4-byte prefix, checked against jute.maxbuffer.
+fn request_len(head: [u8; 4], max_buffer: usize) -> Result<usize, String> {
+    let len = i32::from_be_bytes(head);
+    if len < 0 || len as usize > max_buffer {
+        return Err(format!(
+            "request length {len} is out of range (jute.maxbuffer is {max_buffer})"
+        ));
+    }
+    Ok(len as usize)
+}
+
+/// Read one request frame (its length prefix already read when `head` is given). Memory
+/// grows with the bytes that arrive, not with the length the prefix claims.
+pub async fn read_request<R: AsyncRead + Unpin>(
+    r: &mut R,
+    head: Option<[u8; 4]>,
+    max_buffer: usize,
+) -> Result<Bytes, String> {
+    let head = match head {
+        Some(h) => h,
+        None => {
+            let mut h = [0u8; 4];
+            r.read_exact(&mut h).await.map_err(|e| e.to_string())?;
+            h
+        }
+    };
+    let len = request_len(head, max_buffer)?;
+    let body = crate::read_body(r, len).await.map_err(|e| e.to_string())?;
+    Ok(Bytes::from(body))
+}
+
+/// The next request of an established connection, once this connection's byte budget has
+/// room for it; its body must arrive within `frame_timeout` of its length prefix.
+async fn next_request<R: AsyncRead + Unpin>(
+    r: &mut R,
+    budget: &Arc<Semaphore>,
+    max_buffer: usize,
+    frame_timeout: Duration,
+) -> Result<(Bytes, OwnedSemaphorePermit), String> {
+    let mut head = [0u8; 4];
+    r.read_exact(&mut head).await.map_err(|e| e.to_string())?;
+    let len = request_len(head, max_buffer)?;
+    let permit = budget
+        .clone()
+        .acquire_many_owned((len + REQUEST_OVERHEAD) as u32)
+        .await
+        .map_err(|_| "connection budget closed".to_string())?;
+    let body = tokio::time::timeout(frame_timeout, crate::read_body(r, len))
+        .await
+        .map_err(|_| {
+            format!(
+                "a request of {len} bytes did not arrive within the session timeout ({} ms)",
+                frame_timeout.as_millis()
+            )
+        })?
+        .map_err(|e| e.to_string())?;
+    Ok((Bytes::from(body), permit))
 }
 
 /// The effects of applied transactions on this server's clients.
@@ -150,6 +258,10 @@ impl Front {
             serving,
             stats: Stats::default(),
             started: Instant::now(),
+            open: AtomicUsize::new(0),
+            refused: crate::RateLimitedWarn::new(),
+            timed_out: crate::RateLimitedWarn::new(),
+            bad_input: crate::RateLimitedWarn::new(),
         });
         tokio::spawn(monitor(front.clone(), serving_tx));
         front
@@ -165,8 +277,21 @@ impl Front {
                     continue;
                 }
             };
+            let open = self.open.fetch_add(1, Ordering::Relaxed);
+            let guard = OpenGuard(self.clone());
+            if open >= self.cfg.tuning.max_connections {
+                drop((stream, guard));
+                if let Some(more) = self.refused.check() {
+                    warn!(
+                        %addr,
+                        "refusing a client connection: {open} are open (zookeeper.max_connections); {more} more refused since the last warning"
+                    );
+                }
+                continue;
+            }
             let front = self.clone();
             tokio::spawn(async move {
+                let _guard = guard;
                 let _ = stream.set_nodelay(true);
                 front.connection(stream, addr).await;
             });
@@ -191,24 +316,48 @@ impl Front {
         rx.await.unwrap_or(Err(SubmitError::ShuttingDown))
     }
 
+    /// A client closed for what it sent (or did not read): logged, rate-limited.
+    fn closing(&self, addr: SocketAddr, why: &str) {
+        if let Some(more) = self.bad_input.check() {
+            let more = if more > 0 {
+                format!(" ({more} more clients closed for bad input since the last message)")
+            } else {
+                String::new()
+            };
+            warn!(%addr, "closing a client: {why}{more}");
+        }
+    }
+
+    /// A connection that timed out in its handshake: logged, rate-limited.
+    fn handshake_timed_out(&self, addr: SocketAddr, what: &str) {
+        if let Some(more) = self.timed_out.check() {
+            info!(
+                %addr,
+                "closing a client that sent no {what} within {} ms (zookeeper.handshake_timeout_ms); {more} more since the last message",
+                self.cfg.tuning.handshake_timeout_ms
+            );
+        }
+    }
+
     async fn connection(self: Arc<Self>, mut stream: TcpStream, addr: SocketAddr) {
+        // One deadline for the whole handshake: the first bytes and the ConnectRequest.
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(self.cfg.tuning.handshake_timeout_ms);
         let mut head = [0u8; 4];
-        if tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut head))
-            .await
-            .map_or(true, |r| r.is_err())
-        {
-            return;
+        match tokio::time::timeout_at(deadline, stream.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => return self.handshake_timed_out(addr, "request"),
         }
         if head.iter().all(|b| b.is_ascii_lowercase()) {
             let word = String::from_utf8_lossy(&head).to_string();
             let text = self.four_letter_word(&word);
-            let _ = stream.write_all(text.as_bytes()).await;
-            let _ = stream.shutdown().await;
-            return;
-        }
-        let conns = self.stats.connections.load(Ordering::Relaxed) as usize;
-        if conns >= self.cfg.tuning.max_connections {
-            warn!(%addr, "too many client connections ({conns}); refusing");
+            let write_timeout = Duration::from_millis(self.cfg.tuning.write_timeout_ms);
+            let _ = tokio::time::timeout(write_timeout, async {
+                stream.write_all(text.as_bytes()).await?;
+                stream.shutdown().await
+            })
+            .await;
             return;
         }
         if !self.serving() {
@@ -217,34 +366,11 @@ impl Front {
         }
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let why = self.run_connection(stream, addr, head, conn).await;
+        let why = self
+            .run_connection(stream, addr, head, conn, deadline)
+            .await;
         self.stats.connections.fetch_sub(1, Ordering::Relaxed);
         debug!(%addr, "client connection closed: {why}");
-    }
-
-    async fn read_frame(
-        &self,
-        r: &mut OwnedReadHalf,
-        first: Option<[u8; 4]>,
-    ) -> Result<Bytes, String> {
-        let head = match first {
-            Some(h) => h,
-            None => {
-                let mut h = [0u8; 4];
-                r.read_exact(&mut h).await.map_err(|e| e.to_string())?;
-                h
-            }
-        };
-        let len = i32::from_be_bytes(head);
-        if len < 0 || len as usize > self.cfg.tuning.max_buffer {
-            return Err(format!(
-                "request length {len} is out of range (jute.maxbuffer is {})",
-                self.cfg.tuning.max_buffer
-            ));
-        }
-        let mut body = vec![0u8; len as usize];
-        r.read_exact(&mut body).await.map_err(|e| e.to_string())?;
-        Ok(Bytes::from(body))
     }
 
     async fn run_connection(
@@ -253,34 +379,33 @@ impl Front {
         addr: SocketAddr,
         head: [u8; 4],
         conn: u64,
+        deadline: tokio::time::Instant,
     ) -> String {
         let (mut rd, mut wr) = stream.into_split();
-        let body = match tokio::time::timeout(
-            Duration::from_secs(10),
-            self.read_frame(&mut rd, Some(head)),
-        )
-        .await
-        {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
-                warn!(%addr, "closing a client: {e}");
-                return e;
-            }
-            Err(_) => return "no connect request".into(),
-        };
-        // ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd[, readOnly].
-        let mut r = Reader::new(body);
-        let parsed = (|| {
-            Ok::<_, synod_zk::jute::JuteError>((
-                r.int()?,
-                r.long()?,
-                r.int()?,
-                r.long()?,
-                r.buffer()?,
-            ))
-        })();
-        let Ok((_version, last_zxid, timeout, session_id, passwd)) = parsed else {
-            warn!(%addr, "closing a client: malformed connect request");
+        let max_buffer = self.cfg.tuning.max_buffer;
+        let body =
+            match tokio::time::timeout_at(deadline, read_request(&mut rd, Some(head), max_buffer))
+                .await
+            {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => {
+                    self.closing(addr, &e);
+                    return e;
+                }
+                Err(_) => {
+                    self.handshake_timed_out(addr, "complete ConnectRequest");
+                    return "no connect request".into();
+                }
+            };
+        let Ok(ConnectRequest {
+            last_zxid,
+            timeout_ms: timeout,
+            session_id,
+            password: passwd,
+            ..
+        }) = parse_connect(body)
+        else {
+            self.closing(addr, "malformed connect request");
             return "malformed connect request".into();
         };
         let applied_zxid = self.machine.lock().expect("machine").applied_zxid;
@@ -376,8 +501,18 @@ impl Front {
             scheme: "ip".into(),
             id: addr.ip().to_string(),
         }];
+        let frame_timeout = Duration::from_millis(timeout.max(1) as u64);
         let why = self
-            .requests(session, &mut auth, rd, wr, ev_rx, close_rx, addr)
+            .requests(
+                session,
+                &mut auth,
+                rd,
+                wr,
+                ev_rx,
+                close_rx,
+                addr,
+                frame_timeout,
+            )
             .await;
         let mut s = self.sessions.lock().expect("sessions");
         if s.get(&session).is_some_and(|ls| ls.conn == conn) {
@@ -396,22 +531,34 @@ impl Front {
         mut events: mpsc::Receiver<ConnEvent>,
         mut close: watch::Receiver<Option<&'static str>>,
         addr: SocketAddr,
+        frame_timeout: Duration,
     ) -> String {
-        // Frames are read by their own task so that a slow reply path backs up into TCP.
-        let (frames_tx, mut frames) = mpsc::channel::<Result<Bytes, String>>(64);
-        let me = self.clone();
+        // Frames are read by their own task so that a slow reply path backs up into TCP. The
+        // reader takes each request's bytes from this connection's budget before reading its
+        // body; they return when the request is answered, so what one connection pins is
+        // bounded (max_outstanding_bytes) however fast it sends and however slowly it reads.
+        let (frames_tx, mut frames) = mpsc::channel::<Request>(64);
+        let max_buffer = self.cfg.tuning.max_buffer;
+        let budget = Arc::new(Semaphore::new(
+            self.cfg
+                .tuning
+                .max_outstanding_bytes
+                .max(max_buffer + REQUEST_OVERHEAD),
+        ));
         let reader = tokio::spawn(async move {
             let mut rd = rd;
             loop {
-                let f = me.read_frame(&mut rd, None).await;
+                let f = next_request(&mut rd, &budget, max_buffer, frame_timeout).await;
                 let stop = f.is_err();
                 if frames_tx.send(f).await.is_err() || stop {
                     return;
                 }
             }
         });
+        let write_timeout = Duration::from_millis(self.cfg.tuning.write_timeout_ms);
         let mut serving = self.serving.clone();
-        let mut backlog: VecDeque<(i32, i32, Bytes, Instant)> = VecDeque::new();
+        let mut backlog: VecDeque<(i32, i32, Bytes, Instant, OwnedSemaphorePermit)> =
+            VecDeque::new();
         let mut pending: VecDeque<Pending> = VecDeque::new();
         let mut out = BytesMut::new();
         // Set once this client asked to close its session: the replicated close then closes the
@@ -419,11 +566,11 @@ impl Front {
         let mut closing = false;
         let why = 'conn: loop {
             // Start what may start: writes in order, a read once no earlier write is in flight.
-            while let Some((xid, code, _, _)) = backlog.front() {
+            while let Some((xid, code, _, _, _)) = backlog.front() {
                 let (xid, code) = (*xid, *code);
                 let planted = self.cfg.bug_stale_sync && code == op::SYNC;
                 if is_write(code) && !planted {
-                    let (_, _, body, t) = backlog.pop_front().expect("front");
+                    let (_, _, body, t, permit) = backlog.pop_front().expect("front");
                     let txn = if code == op::CLOSE_SESSION {
                         Txn::CloseSession { session }
                     } else {
@@ -448,25 +595,38 @@ impl Front {
                         break 'conn "server shutting down".to_string();
                     }
                     closing |= code == op::CLOSE_SESSION;
-                    pending.push_back(Pending::Write { xid, code, rx, t });
+                    pending.push_back(Pending::Write {
+                        xid,
+                        code,
+                        rx,
+                        t,
+                        _permit: permit,
+                    });
                 } else if pending.is_empty() {
-                    let (_, _, body, t) = backlog.pop_front().expect("front");
+                    let (_, _, body, t, permit) = backlog.pop_front().expect("front");
                     let e = self.local(session, auth, xid, code, body, &mut events, &mut out);
+                    drop(permit);
                     // A failed auth, or an invalid opcode (a top-level check among them), closes
                     // the connection after the error reply, as ZooKeeper does.
                     let close = (code == op::AUTH && e != err::OK) || e == err::UNIMPLEMENTED;
                     self.record(t);
                     if close {
-                        let _ = flush(&mut wr, &mut out).await;
+                        let _ = flush(&mut wr, &mut out, write_timeout).await;
                         reader.abort();
                         return "authentication failed or invalid operation".into();
+                    }
+                    // Large replies (or many) go out before more are encoded.
+                    if out.len() >= OUT_FLUSH_BYTES {
+                        if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+                            break 'conn self.write_failed(addr, &wr, e);
+                        }
                     }
                 } else {
                     break;
                 }
             }
-            if !out.is_empty() && flush(&mut wr, &mut out).await.is_err() {
-                break "client went away".to_string();
+            if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+                break self.write_failed(addr, &wr, e);
             }
             let room = backlog.len() + pending.len() < self.cfg.tuning.max_outstanding;
             tokio::select! {
@@ -498,7 +658,7 @@ impl Front {
                             encode_reply(&mut out, xid, applied.at.tag as i64, &reply);
                             self.record(t);
                             if code == op::CLOSE_SESSION {
-                                let _ = flush(&mut wr, &mut out).await;
+                                let _ = flush(&mut wr, &mut out, write_timeout).await;
                                 break "session closed by the client".to_string();
                             }
                         }
@@ -510,19 +670,19 @@ impl Front {
                     }
                 }
                 f = frames.recv(), if room => match f {
-                    Some(Ok(frame)) => {
+                    Some(Ok((frame, permit))) => {
                         self.stats.received.fetch_add(1, Ordering::Relaxed);
                         self.active.lock().expect("active").insert(session);
                         let mut r = Reader::new(frame);
                         let (Ok(xid), Ok(code)) = (r.int(), r.int()) else {
-                            warn!(%addr, "closing a client: malformed request header");
+                            self.closing(addr, "malformed request header");
                             break "malformed request header".to_string();
                         };
-                        backlog.push_back((xid, code, r.rest(), Instant::now()));
+                        backlog.push_back((xid, code, r.rest(), Instant::now(), permit));
                     }
                     Some(Err(e)) => {
-                        if e.contains("out of range") {
-                            warn!(%addr, "closing a client: {e}");
+                        if e.contains("out of range") || e.contains("did not arrive") {
+                            self.closing(addr, &e);
                         }
                         break e;
                     }
@@ -531,8 +691,28 @@ impl Front {
             }
         };
         reader.abort();
-        let _ = flush(&mut wr, &mut out).await;
+        if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                let _ = wr.as_ref().set_zero_linger();
+            }
+        }
         why
+    }
+
+    fn write_failed(&self, addr: SocketAddr, wr: &OwnedWriteHalf, e: std::io::Error) -> String {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            // Reset rather than close: a FIN would wait behind the unread replies, and the
+            // kernel would keep them for the orphaned socket long after we let go of it.
+            let _ = wr.as_ref().set_zero_linger();
+            let why = format!(
+                "replies not read for {} ms (zookeeper.write_timeout_ms)",
+                self.cfg.tuning.write_timeout_ms
+            );
+            self.closing(addr, &why);
+            why
+        } else {
+            "client went away".to_string()
+        }
     }
 
     fn record(&self, since: Instant) {
@@ -568,30 +748,25 @@ impl Front {
                 b.string(&Reader::new(body).string().unwrap_or_default());
                 Reply::ok(b)
             }
-            op::AUTH => {
-                let mut r = Reader::new(body);
-                let parsed =
-                    (|| Ok::<_, synod_zk::jute::JuteError>((r.int()?, r.string()?, r.buffer()?)))();
-                match parsed {
-                    Ok((_, scheme, cred)) if scheme == "digest" => {
-                        let cred = String::from_utf8_lossy(&cred).to_string();
-                        match digest_id(&cred) {
-                            Some(id) => {
-                                let id = Id {
-                                    scheme: "digest".into(),
-                                    id,
-                                };
-                                if !auth.contains(&id) {
-                                    auth.push(id);
-                                }
-                                Reply::ok(BytesMut::new())
+            op::AUTH => match parse_auth(body) {
+                Ok((_, scheme, cred)) if scheme == "digest" => {
+                    let cred = String::from_utf8_lossy(&cred).to_string();
+                    match digest_id(&cred) {
+                        Some(id) => {
+                            let id = Id {
+                                scheme: "digest".into(),
+                                id,
+                            };
+                            if !auth.contains(&id) {
+                                auth.push(id);
                             }
-                            None => Reply::error(err::AUTH_FAILED),
+                            Reply::ok(BytesMut::new())
                         }
+                        None => Reply::error(err::AUTH_FAILED),
                     }
-                    _ => Reply::error(err::AUTH_FAILED),
                 }
-            }
+                _ => Reply::error(err::AUTH_FAILED),
+            },
             _ => match m.read(session, auth, code, body) {
                 Ok(r) => r,
                 Err(_) => Reply::error(err::MARSHALLING_ERROR),
@@ -719,12 +894,17 @@ impl Front {
     }
 }
 
+/// A request read from a connection, with its share of the connection's byte budget.
+type Request = Result<(Bytes, OwnedSemaphorePermit), String>;
+
 enum Pending {
     Write {
         xid: i32,
         code: i32,
         rx: oneshot::Receiver<SubmitResult>,
         t: Instant,
+        /// Released when the reply is encoded.
+        _permit: OwnedSemaphorePermit,
     },
 }
 
@@ -795,11 +975,15 @@ async fn write_frame(w: &mut OwnedWriteHalf, body: &[u8]) -> std::io::Result<()>
     w.write_all(&b).await
 }
 
-async fn flush(w: &mut OwnedWriteHalf, out: &mut BytesMut) -> std::io::Result<()> {
+async fn flush(
+    w: &mut OwnedWriteHalf,
+    out: &mut BytesMut,
+    timeout: Duration,
+) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    let r = tokio::time::timeout(Duration::from_secs(30), w.write_all(out)).await;
+    let r = tokio::time::timeout(timeout, w.write_all(out)).await;
     out.clear();
     match r {
         Ok(r) => r,
@@ -928,5 +1112,102 @@ mod tests {
             "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
         );
         assert!(digest_id("nocolon").is_none());
+    }
+
+    mod hostile {
+        use super::*;
+        use crate::fuzz::{block_on, bounded, config, mutate, mutation};
+        use proptest::prelude::*;
+
+        fn connect_body() -> Vec<u8> {
+            let mut b = BytesMut::new();
+            b.int(0);
+            b.long(5);
+            b.int(10_000);
+            b.long(0x0100_0000_0000_0001);
+            b.buffer(&[9u8; 16]);
+            b.boolean(false);
+            b.to_vec()
+        }
+
+        fn auth_body() -> Vec<u8> {
+            let mut b = BytesMut::new();
+            b.int(0);
+            b.string("digest");
+            b.buffer(b"user:password");
+            b.to_vec()
+        }
+
+        fn framed(body: &[u8]) -> Vec<u8> {
+            let mut f = (body.len() as i32).to_be_bytes().to_vec();
+            f.extend_from_slice(body);
+            f
+        }
+
+        /// What the client port does with the first bytes of a connection: read a frame (at
+        /// most jute.maxbuffer), parse it as a ConnectRequest, and the same for auth.
+        fn consume(data: &[u8]) {
+            bounded(data.len(), || {
+                let mut r = data;
+                if let Ok(body) = block_on(read_request(&mut r, None, 0xfffff)) {
+                    let _ = parse_connect(body.clone());
+                    let _ = parse_auth(body.clone());
+                    // A request header, as for every frame after the connect.
+                    let mut h = Reader::new(body);
+                    let _ = (h.int(), h.int(), h.rest());
+                }
+                let _ = parse_connect(Bytes::copy_from_slice(data));
+                let _ = parse_auth(Bytes::copy_from_slice(data));
+            });
+        }
+
+        proptest! {
+            #![proptest_config(config(3_000))]
+
+            #[test]
+            fn mutated_connect_and_auth_frames_never_panic(
+                which in any::<bool>(),
+                muts in prop::collection::vec(mutation(), 1..5),
+            ) {
+                let corpus = [framed(&connect_body()), framed(&auth_body())];
+                let base = &corpus[which as usize];
+                consume(&mutate(base, &muts, &corpus));
+            }
+
+            #[test]
+            fn random_client_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
+                consume(&data);
+            }
+        }
+
+        #[test]
+        fn valid_connect_and_auth_parse() {
+            let c = parse_connect(Bytes::from(connect_body())).unwrap();
+            assert_eq!((c.last_zxid, c.timeout_ms), (5, 10_000));
+            assert_eq!(c.password.len(), 16);
+            let (_, scheme, cred) = parse_auth(Bytes::from(auth_body())).unwrap();
+            assert_eq!(
+                (scheme.as_str(), &cred[..]),
+                ("digest", &b"user:password"[..])
+            );
+        }
+
+        #[test]
+        fn claimed_lengths_are_not_allocated() {
+            // Within jute.maxbuffer but not sent: an error, without a megabyte allocated.
+            let d = framed(&[1, 2, 3]);
+            let mut d = d.clone();
+            d[..4].copy_from_slice(&0xfffffi32.to_be_bytes());
+            let r = bounded(d.len(), || {
+                block_on(read_request(&mut &d[..], None, 0xfffff))
+            });
+            assert!(r.is_err());
+            // Over jute.maxbuffer, or negative: refused before reading anything.
+            for len in [0x100000i32, i32::MAX, -1, i32::MIN] {
+                let d = len.to_be_bytes();
+                let r = block_on(read_request(&mut &d[..], None, 0xfffff));
+                assert!(r.unwrap_err().contains("out of range"));
+            }
+        }
     }
 }

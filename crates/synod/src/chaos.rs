@@ -38,7 +38,11 @@ pub struct ChaosArgs {
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     duration: Duration,
     /// Fault kinds: kill, pause, partition, restart (comma-separated), or none.
-    #[arg(long, value_delimiter = ',', default_value = "kill,pause,partition,restart")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kill,pause,partition,restart"
+    )]
     faults: Vec<String>,
     /// Replication protocol of the cluster.
     #[arg(long, default_value = "zab")]
@@ -257,11 +261,7 @@ fn nemesis(
                     clock,
                     format!(
                         "partition {who} from {others:?}{}",
-                        if ok {
-                            ""
-                        } else {
-                            " (some nodes were down)"
-                        }
+                        if ok { "" } else { " (some nodes were down)" }
                     ),
                 );
                 sleep_until_stop(hold);
@@ -286,7 +286,11 @@ fn nemesis(
         let _ = cut(&c, j, &[]);
     }
     drop(c);
-    note(&events, clock, "nemesis stopped; every node up and healed".into());
+    note(
+        &events,
+        clock,
+        "nemesis stopped; every node up and healed".into(),
+    );
 }
 
 struct ClientCtx {
@@ -578,11 +582,14 @@ async fn chaos(args: ChaosArgs, seed: u64) -> Result<i32> {
         "faults".into(),
         serde_json::to_value(&*events.lock().expect("events"))?,
     );
-    let (ok_ops, unknown) = history.ops.iter().fold((0, 0), |(a, b), o| match o.outcome {
-        Outcome::Ok(_) => (a + 1, b),
-        Outcome::Unknown => (a, b + 1),
-        Outcome::Failed => (a, b),
-    });
+    let (ok_ops, unknown) = history
+        .ops
+        .iter()
+        .fold((0, 0), |(a, b), o| match o.outcome {
+            Outcome::Ok(_) => (a + 1, b),
+            Outcome::Unknown => (a, b + 1),
+            Outcome::Failed => (a, b),
+        });
     println!(
         "history: {} operations ({ok_ops} ok, {unknown} indeterminate), {} sessions",
         history.ops.len(),
@@ -662,10 +669,7 @@ async fn chaos(args: ChaosArgs, seed: u64) -> Result<i32> {
     }
     let t0 = Instant::now();
     let report = synod_history::check_all(&history, Some(&finals), Budget::default());
-    println!(
-        "checked in {:.1} s:\n{report}",
-        t0.elapsed().as_secs_f64()
-    );
+    println!("checked in {:.1} s:\n{report}", t0.elapsed().as_secs_f64());
     println!(
         "ephemerals of ended sessions gone everywhere: {}",
         if anomalies.iter().any(|a| a.contains("ephemerals")) {
