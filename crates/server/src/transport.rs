@@ -44,6 +44,8 @@ const K_HELLO: u8 = 3;
 const K_REPLY: u8 = 4;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const BATCH_BYTES: usize = 1 << 20;
+/// Read buffer of an established inbound peer connection.
+const PEER_READ_BUFFER: usize = 64 << 10;
 /// Largest hello or hello reply: a connection that has not identified itself gets no more.
 const HELLO_MAX_FRAME: usize = 4096;
 /// An inbound connection must complete its hello within this time.
@@ -565,6 +567,9 @@ async fn inbound<M: Wire + Send + 'static>(
         old.store(true, Ordering::SeqCst);
     }
     let mut partial: Option<BytesMut> = None;
+    // Buffered from here on: a peer coalesces many messages into one write, and they are read
+    // with one recv instead of two per frame (profile.md). Large frames bypass the buffer.
+    let mut s = tokio::io::BufReader::with_capacity(PEER_READ_BUFFER, s);
     let why = loop {
         let (kind, data) = match read_frame(&mut s, max_frame).await {
             Ok(Some(f)) => f,

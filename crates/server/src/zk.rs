@@ -90,6 +90,8 @@ pub struct Front {
 const OUT_FLUSH_BYTES: usize = 1 << 20;
 /// Budget overhead counted per request besides its bytes.
 const REQUEST_OVERHEAD: usize = 64;
+/// Read buffer of an established client connection.
+const CLIENT_READ_BUFFER: usize = 8 << 10;
 
 /// Decrements the open-connection count when a connection task ends, however it ends.
 struct OpenGuard(Arc<Front>);
@@ -546,7 +548,9 @@ impl Front {
                 .max(max_buffer + REQUEST_OVERHEAD),
         ));
         let reader = tokio::spawn(async move {
-            let mut rd = rd;
+            // Pipelined requests are read with one recv per batch rather than two per request
+            // (a small buffer: there may be thousands of connections).
+            let mut rd = tokio::io::BufReader::with_capacity(CLIENT_READ_BUFFER, rd);
             loop {
                 let f = next_request(&mut rd, &budget, max_buffer, frame_timeout).await;
                 let stop = f.is_err();
@@ -794,9 +798,12 @@ impl Front {
             return format!("{word} is not executed because it is not in the whitelist.\n");
         }
         let st = self.status.lock().expect("status").clone();
-        let mode = match st.role.as_str() {
-            "leading" => "leader",
-            "following" => "follower",
+        // The mode follows whether this server accepts clients (the same flag that admits a
+        // connection), so a "follower" answer means a client connecting now is served; the
+        // core's role alone can run ahead of it by one monitor tick.
+        let mode = match (st.role.as_str(), *self.serving.borrow()) {
+            ("leading", true) => "leader",
+            ("following", true) => "follower",
             _ => "looking",
         };
         let (zxid, nodes, sessions, watches) = {
