@@ -46,7 +46,8 @@ pub struct Config {
     pub fault_injection: bool,
     /// A deliberately planted bug, to prove the chaos harness catches one (needs
     /// fault_injection): `stale-sync` answers `sync` locally instead of ordering it through the
-    /// leader, so a partitioned server serves stale reads after a sync.
+    /// leader and keeps serving without a leader, so a partitioned server serves stale reads
+    /// after a sync.
     #[serde(default)]
     pub debug_bug: String,
     /// tracing filter, e.g. `info` or `synod_server=debug,info`.

@@ -37,7 +37,8 @@ pub struct FrontConfig {
     pub tuning: crate::config::ZkTuning,
     /// `server.<id>=<peer address>` lines for `conf`.
     pub peers: Vec<String>,
-    /// Planted bug (fault injection only): answer `sync` locally, without ordering it.
+    /// Planted bug (fault injection only): answer `sync` locally, without ordering it, and keep
+    /// serving clients without a leader.
     pub bug_stale_sync: bool,
 }
 
@@ -1020,7 +1021,10 @@ async fn monitor(front: Arc<Front>, serving: watch::Sender<bool>) {
     loop {
         tick.tick().await;
         let st = front.status.lock().expect("status").clone();
-        let is_serving = st.leader.is_some() && (st.role == "leading" || st.role == "following");
+        // The planted stale-sync bug also keeps serving a server that lost its leader: it then
+        // answers reads (and "syncs") from a deposed state for as long as it is cut off.
+        let is_serving = front.cfg.bug_stale_sync
+            || (st.leader.is_some() && (st.role == "leading" || st.role == "following"));
         serving.send_if_modified(|v| {
             let changed = *v != is_serving;
             *v = is_serving;
