@@ -76,16 +76,7 @@ fn realistic_history(
                 zxid += 1;
             }
         }
-        let ret = match call {
-            Call::Read => Ret::Read {
-                value: before.value,
-                version: before.version,
-            },
-            _ if state.version != before.version => Ret::Written {
-                version: state.version,
-            },
-            _ => Ret::BadVersion,
-        };
+        let ret = common::model_ret(&call, before, *state);
         let outcome = match (crashed, failed) {
             (true, _) => Outcome::Unknown,
             (_, true) => Outcome::Failed,

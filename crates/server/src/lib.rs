@@ -375,61 +375,10 @@ async fn wait_for_signal() {
 /// with a probe of the largest single allocation they make.
 #[cfg(test)]
 pub(crate) mod fuzz {
-    use proptest::prelude::*;
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    struct Probe;
-
-    thread_local! {
-        static ARMED: Cell<bool> = const { Cell::new(false) };
-        static LARGEST: Cell<usize> = const { Cell::new(0) };
-    }
-
-    fn note(size: usize) {
-        let _ = ARMED.try_with(|a| {
-            if a.get() {
-                let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
-            }
-        });
-    }
-
-    // SAFETY: forwards every call to the system allocator unchanged; only records sizes.
-    unsafe impl GlobalAlloc for Probe {
-        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-            note(l.size());
-            System.alloc(l)
-        }
-        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-            note(l.size());
-            System.alloc_zeroed(l)
-        }
-        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-            System.dealloc(p, l)
-        }
-        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-            note(new);
-            System.realloc(p, l, new)
-        }
-    }
+    pub(crate) use synod_testkit::{bounded, config, mutate, mutation};
 
     #[global_allocator]
-    static PROBE: Probe = Probe;
-
-    /// Run `f` and check that no single allocation it made exceeds what `input_len` bytes of
-    /// input can justify (a claimed length must not be allocated up front).
-    pub(crate) fn bounded<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
-        LARGEST.with(|l| l.set(0));
-        ARMED.with(|a| a.set(true));
-        let v = f();
-        ARMED.with(|a| a.set(false));
-        let largest = LARGEST.with(|l| l.get());
-        assert!(
-            largest <= 64 * input_len + (256 << 10),
-            "an allocation of {largest} bytes from {input_len} bytes of input"
-        );
-        v
-    }
+    static PROBE: synod_testkit::Probe = synod_testkit::Probe;
 
     /// Run a future to completion on a fresh single-threaded runtime.
     pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -438,77 +387,6 @@ pub(crate) mod fuzz {
             .build()
             .expect("runtime")
             .block_on(f)
-    }
-
-    #[derive(Clone, Debug)]
-    pub(crate) enum Mutation {
-        Flip(usize, u8),
-        Truncate(usize),
-        Insert(usize, Vec<u8>),
-        /// Overwrite 4 bytes with a length-like value (forged lengths and counts).
-        Forge(usize, u32),
-        /// Cut here and append the tail of another valid encoding.
-        Splice(usize, usize, usize),
-    }
-
-    pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
-        let forged = prop_oneof![
-            Just(u32::MAX),
-            Just(i32::MAX as u32),
-            Just(0x8000_0000),
-            Just(1 << 20),
-            Just(1 << 24),
-            Just(0),
-            Just(1),
-            any::<u32>(),
-        ];
-        prop_oneof![
-            3 => (any::<usize>(), 0u8..8).prop_map(|(p, b)| Mutation::Flip(p, b)),
-            1 => any::<usize>().prop_map(Mutation::Truncate),
-            1 => (any::<usize>(), prop::collection::vec(any::<u8>(), 1..16))
-                .prop_map(|(p, v)| Mutation::Insert(p, v)),
-            2 => (any::<usize>(), forged).prop_map(|(p, v)| Mutation::Forge(p, v)),
-            1 => (any::<usize>(), any::<usize>(), any::<usize>())
-                .prop_map(|(o, a, b)| Mutation::Splice(o, a, b)),
-        ]
-    }
-
-    pub(crate) fn mutate(base: &[u8], muts: &[Mutation], corpus: &[Vec<u8>]) -> Vec<u8> {
-        let mut v = base.to_vec();
-        for m in muts {
-            match m {
-                Mutation::Flip(p, b) if !v.is_empty() => {
-                    let i = p % v.len();
-                    v[i] ^= 1 << b;
-                }
-                Mutation::Truncate(p) => v.truncate(p % (v.len() + 1)),
-                Mutation::Insert(p, bytes) => {
-                    let i = p % (v.len() + 1);
-                    v.splice(i..i, bytes.iter().copied());
-                }
-                Mutation::Forge(p, val) if v.len() >= 4 => {
-                    let i = p % (v.len() - 3);
-                    v[i..i + 4].copy_from_slice(&val.to_be_bytes());
-                }
-                Mutation::Splice(o, a, b) => {
-                    let other = &corpus[o % corpus.len()];
-                    let cut = a % (v.len() + 1);
-                    let from = b % (other.len() + 1);
-                    v.truncate(cut);
-                    v.extend_from_slice(&other[from..]);
-                }
-                _ => {}
-            }
-        }
-        v
-    }
-
-    pub(crate) fn config(cases: u32) -> ProptestConfig {
-        ProptestConfig {
-            cases,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use synod_core::wire::{
     get_bool, get_count, get_u32, get_u64, get_u8, Wire, WireError, WireResult,
 };
-use synod_core::{Command, Snapshot};
+use synod_core::{Command, Position, Snapshot};
 
 impl Wire for Zxid {
     fn encode(&self, b: &mut BytesMut) {
@@ -313,102 +313,103 @@ impl Wire for Msg {
     }
 }
 
+/// One message of every kind (and of every sync mode), for codec tests and fuzzers.
+#[doc(hidden)]
+pub fn sample_messages() -> Vec<Msg> {
+    let z = Zxid::new(3, 7);
+    let p = Point { zxid: z, slot: 99 };
+    let cmd = Command {
+        id: 5,
+        payload: Bytes::from_static(b"payload"),
+    };
+    let entry = Entry {
+        zxid: z,
+        slot: 99,
+        command: cmd.clone(),
+    };
+    vec![
+        Msg::Notification {
+            round: 4,
+            vote: Vote {
+                epoch: 2,
+                zxid: z,
+                leader: 3,
+            },
+            state: PeerState::Following,
+        },
+        Msg::FollowerInfo {
+            accepted_epoch: 3,
+            accepted_leader: 1,
+        },
+        Msg::NewEpoch { epoch: 4 },
+        Msg::AckEpoch {
+            epoch: 4,
+            current_epoch: 3,
+            summary: LogSummary {
+                base: p,
+                epochs: vec![(3, 9), (4, 1)],
+                overflow: false,
+            },
+        },
+        Msg::Sync {
+            epoch: 4,
+            mode: SyncMode::Trunc { to: p },
+        },
+        Msg::Sync {
+            epoch: 4,
+            mode: SyncMode::Snap(Snapshot {
+                at: Position { slot: 9, tag: 3 },
+                data: Bytes::from_static(b"state"),
+            }),
+        },
+        Msg::Sync {
+            epoch: 4,
+            mode: SyncMode::Diff { from: p },
+        },
+        Msg::Entries {
+            epoch: 4,
+            entries: vec![entry.clone(), entry.clone()],
+        },
+        Msg::NewLeader { epoch: 4, last: p },
+        Msg::AckNewLeader { epoch: 4 },
+        Msg::UpToDate {
+            epoch: 4,
+            commit: p,
+        },
+        Msg::Proposal {
+            epoch: 4,
+            entry,
+            echo: (7, 3),
+        },
+        Msg::Ack {
+            epoch: 4,
+            zxid: z,
+            zab: true,
+            stamp: 99,
+        },
+        Msg::Commit {
+            epoch: 4,
+            at: p,
+            zab: false,
+        },
+        Msg::Ping {
+            epoch: 4,
+            commit: p,
+            last: z,
+            full: true,
+        },
+        Msg::Forward { command: cmd },
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use synod_core::rng::CoreRng;
-    use synod_core::Position;
-
-    fn samples() -> Vec<Msg> {
-        let z = Zxid::new(3, 7);
-        let p = Point { zxid: z, slot: 99 };
-        let cmd = Command {
-            id: 5,
-            payload: Bytes::from_static(b"payload"),
-        };
-        let entry = Entry {
-            zxid: z,
-            slot: 99,
-            command: cmd.clone(),
-        };
-        vec![
-            Msg::Notification {
-                round: 4,
-                vote: Vote {
-                    epoch: 2,
-                    zxid: z,
-                    leader: 3,
-                },
-                state: PeerState::Following,
-            },
-            Msg::FollowerInfo {
-                accepted_epoch: 3,
-                accepted_leader: 1,
-            },
-            Msg::NewEpoch { epoch: 4 },
-            Msg::AckEpoch {
-                epoch: 4,
-                current_epoch: 3,
-                summary: LogSummary {
-                    base: p,
-                    epochs: vec![(3, 9), (4, 1)],
-                    overflow: false,
-                },
-            },
-            Msg::Sync {
-                epoch: 4,
-                mode: SyncMode::Trunc { to: p },
-            },
-            Msg::Sync {
-                epoch: 4,
-                mode: SyncMode::Snap(Snapshot {
-                    at: Position { slot: 9, tag: 3 },
-                    data: Bytes::from_static(b"state"),
-                }),
-            },
-            Msg::Sync {
-                epoch: 4,
-                mode: SyncMode::Diff { from: p },
-            },
-            Msg::Entries {
-                epoch: 4,
-                entries: vec![entry.clone(), entry.clone()],
-            },
-            Msg::NewLeader { epoch: 4, last: p },
-            Msg::AckNewLeader { epoch: 4 },
-            Msg::UpToDate {
-                epoch: 4,
-                commit: p,
-            },
-            Msg::Proposal {
-                epoch: 4,
-                entry,
-                echo: (7, 3),
-            },
-            Msg::Ack {
-                epoch: 4,
-                zxid: z,
-                zab: true,
-                stamp: 99,
-            },
-            Msg::Commit {
-                epoch: 4,
-                at: p,
-                zab: false,
-            },
-            Msg::Ping {
-                epoch: 4,
-                commit: p,
-                last: z,
-                full: true,
-            },
-            Msg::Forward { command: cmd },
-        ]
-    }
 
     #[test]
     fn every_message_round_trips() {
-        for m in samples() {
+        for m in sample_messages() {
             let bytes = m.to_bytes();
             let back = Msg::from_bytes(bytes.clone()).unwrap();
             assert_eq!(back.to_bytes(), bytes, "{m:?}");
@@ -425,7 +426,7 @@ mod tests {
     #[test]
     fn truncated_and_mutated_messages_are_errors_not_panics() {
         let mut rng = CoreRng::new(11);
-        for m in samples() {
+        for m in sample_messages() {
             let bytes = m.to_bytes();
             for cut in 0..bytes.len() {
                 assert!(Msg::from_bytes(bytes.slice(..cut)).is_err());

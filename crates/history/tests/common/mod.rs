@@ -188,16 +188,7 @@ pub fn generate(specs: &[OpSpec]) -> History {
         if applied {
             let before = *state;
             *state = model_apply(before, &call);
-            ret = Some(match call {
-                Call::Read => Ret::Read {
-                    value: before.value,
-                    version: before.version,
-                },
-                _ if state.version != before.version => Ret::Written {
-                    version: state.version,
-                },
-                _ => Ret::BadVersion,
-            });
+            ret = Some(model_ret(&call, before, *state));
         }
         let complete = s.invoke * 100 + s.len * 100;
         let (outcome, complete_ns) = match s.fate {
@@ -225,6 +216,20 @@ pub fn generate(specs: &[OpSpec]) -> History {
 }
 
 /// The model's effect of an applied op, written independently of the crate.
+/// What the model returns for `call` taking `before` to `after`.
+pub fn model_ret(call: &Call, before: ZnodeState, after: ZnodeState) -> Ret {
+    match call {
+        Call::Read => Ret::Read {
+            value: before.value,
+            version: before.version,
+        },
+        _ if after.version != before.version => Ret::Written {
+            version: after.version,
+        },
+        _ => Ret::BadVersion,
+    }
+}
+
 pub fn model_apply(s: ZnodeState, call: &Call) -> ZnodeState {
     match *call {
         Call::Read => s,
