@@ -56,9 +56,9 @@ pub struct WalOptions {
     pub segment_bytes: u64,
     pub fsync: FsyncPolicy,
     /// Zero-filled space written ahead of the log (0: none). Appending into space that already
-    /// exists makes each fdatasync a pure data flush, with no file-size change for the
-    /// filesystem journal to commit: about 40 % cheaper alone, and replicas sharing a disk no
-    /// longer serialise on the journal. A zero record header marks the end of the log.
+    /// exists makes each fdatasync a pure data flush, with no file-size change to flush with it
+    /// (measured on the workplace disk: 123 µs against 201 µs for append + fdatasync of 4 KiB;
+    /// docs/results/profile.md). A zero record header marks the end of the log.
     pub preallocate_bytes: u64,
 }
 

@@ -291,7 +291,7 @@ async fn run_workload(w: &Workload) -> Result<RunResult> {
     let value = vec![b'x'; w.value_size];
     match w.proto {
         Proto::Zk => setup_zk(&w.servers, w.keys, &value).await?,
-        Proto::Etcd => etcd::setup(&w.servers, w.keys, &value).await?,
+        Proto::Etcd => setup_etcd(&w.servers, w.keys, &value).await?,
     }
     let start = Instant::now();
     let shared = Arc::new(Shared {
@@ -325,12 +325,7 @@ async fn run_workload(w: &Workload) -> Result<RunResult> {
                     None => rng.gen_range(0..w.keys),
                 }
             };
-            match w.proto {
-                Proto::Zk => zk_client(c, addr_i, &w, &shared, &value, &mut rng, &mut pick).await,
-                Proto::Etcd => {
-                    etcd::client(c, addr_i, &w, &shared, &value, &mut rng, &mut pick).await
-                }
-            }
+            client(c, addr_i, &w, &shared, &value, &mut rng, &mut pick).await
         }));
     }
     // Progress line.
@@ -426,7 +421,102 @@ fn record(shared: &Shared, out: &mut ClientOut, t0: Instant, ok: bool) {
     }
 }
 
-async fn zk_client(
+/// One client's connection: a ZooKeeper session, or an etcd client.
+enum Conn {
+    Zk(ZkSession),
+    #[cfg(feature = "etcd")]
+    Etcd(Box<etcd_client::Client>),
+}
+
+impl Conn {
+    async fn open(proto: Proto, addr: &str, timeout: Duration) -> Result<Conn> {
+        match proto {
+            Proto::Zk => Ok(Conn::Zk(
+                ZkSession::connect(addr, 30_000, None, 0, timeout).await?,
+            )),
+            #[cfg(feature = "etcd")]
+            Proto::Etcd => Ok(Conn::Etcd(Box::new(
+                tokio::time::timeout(timeout, etcd_client::Client::connect([addr], None))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??,
+            ))),
+            #[cfg(not(feature = "etcd"))]
+            Proto::Etcd => bail!("{NO_ETCD}"),
+        }
+    }
+
+    /// setData (version −1) / put.
+    async fn set(&mut self, key: &str, value: &[u8]) -> Result<bool> {
+        match self {
+            Conn::Zk(s) => Ok(s.set_data(key, value, -1).await?.0.err == 0),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c) => {
+                c.put(key, value, None).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// getData / get. etcd's reads are serializable: served by the member itself, as ZooKeeper
+    /// and synod serve getData (etcd's default read goes through a ReadIndex round).
+    async fn get(&mut self, key: &str) -> Result<bool> {
+        match self {
+            Conn::Zk(s) => Ok(s.get_data(key).await?.0.err == 0),
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c) => {
+                let o = etcd_client::GetOptions::new().with_serializable();
+                c.get(key, Some(o)).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Create a private key, then delete it.
+    async fn create_delete(&mut self, key: &str, value: &[u8]) -> Result<bool> {
+        match self {
+            Conn::Zk(s) => {
+                if s.create(key, value, 0).await?.err != 0 {
+                    return Ok(false);
+                }
+                Ok(s.delete(key, -1).await?.err == 0)
+            }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(c) => {
+                c.put(key, value, None).await?;
+                c.delete(key, None).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Conn::Zk(s) => {
+                let _ = tokio::time::timeout(Duration::from_secs(1), s.close()).await;
+            }
+            #[cfg(feature = "etcd")]
+            Conn::Etcd(_) => {}
+        }
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+const NO_ETCD: &str = "this synod was built without etcd support: build it with \
+    `cargo build --release --features etcd` (needs protoc: apt-get install protobuf-compiler), \
+    or run scripts/bench-compare.sh";
+
+/// Create the keys in etcd.
+async fn setup_etcd(servers: &[String], keys: usize, value: &[u8]) -> Result<()> {
+    let mut c = Conn::open(Proto::Etcd, &servers[0], Duration::from_secs(10)).await?;
+    for i in 0..keys {
+        c.set(&key_path(i), value).await?;
+    }
+    Ok(())
+}
+
+/// One closed-loop client: one request outstanding; on an error or a timeout it reconnects to
+/// the next server.
+async fn client(
     c: usize,
     mut addr_i: usize,
     w: &Workload,
@@ -441,10 +531,9 @@ async fn zk_client(
         errors: 0,
     };
     let mut seq = 0u64;
-    'session: while !shared.stop.load(Ordering::Relaxed) {
-        let addr = &w.servers[addr_i];
-        let mut s = match ZkSession::connect(addr, 30_000, None, 0, w.op_timeout).await {
-            Ok(s) => s,
+    'conn: while !shared.stop.load(Ordering::Relaxed) {
+        let mut conn = match Conn::open(w.proto, &w.servers[addr_i], w.op_timeout).await {
+            Ok(conn) => conn,
             Err(_) => {
                 shared.errors.fetch_add(1, Ordering::Relaxed);
                 out.errors += 1;
@@ -458,176 +547,27 @@ async fn zk_client(
             let t0 = Instant::now();
             let res = if write && w.create_delete {
                 seq += 1;
-                let p = format!("/bench/c{c}-{seq}");
-                tokio::time::timeout(w.op_timeout, async {
-                    let r = s.create(&p, value, 0).await?;
-                    if r.err != 0 {
-                        return Ok(false);
-                    }
-                    let r = s.delete(&p, -1).await?;
-                    Ok::<_, anyhow::Error>(r.err == 0)
-                })
-                .await
+                let k = format!("/bench/c{c}-{seq}");
+                tokio::time::timeout(w.op_timeout, conn.create_delete(&k, value)).await
             } else if write {
                 let k = key_path(pick(rng));
-                tokio::time::timeout(w.op_timeout, async {
-                    let (r, _) = s.set_data(&k, value, -1).await?;
-                    Ok(r.err == 0)
-                })
-                .await
+                tokio::time::timeout(w.op_timeout, conn.set(&k, value)).await
             } else {
                 let k = key_path(pick(rng));
-                tokio::time::timeout(w.op_timeout, async {
-                    let (r, _) = s.get_data(&k).await?;
-                    Ok(r.err == 0)
-                })
-                .await
+                tokio::time::timeout(w.op_timeout, conn.get(&k)).await
             };
             match res {
                 Ok(Ok(ok)) => record(shared, &mut out, t0, ok),
                 _ => {
                     record(shared, &mut out, t0, false);
                     addr_i = (addr_i + 1) % w.servers.len();
-                    continue 'session;
+                    continue 'conn;
                 }
             }
         }
-        let _ = tokio::time::timeout(Duration::from_secs(1), s.close()).await;
+        conn.close().await;
     }
     Ok(out)
-}
-
-#[cfg(feature = "etcd")]
-mod etcd {
-    use super::*;
-    use etcd_client::{Client, GetOptions};
-
-    fn key(i: usize) -> String {
-        super::key_path(i)
-    }
-
-    pub async fn setup(servers: &[String], keys: usize, value: &[u8]) -> Result<()> {
-        let mut c = Client::connect([servers[0].as_str()], None)
-            .await
-            .context("connect to etcd")?;
-        for i in 0..keys {
-            c.put(key(i), value.to_vec(), None).await?;
-        }
-        Ok(())
-    }
-
-    pub async fn client(
-        c: usize,
-        mut addr_i: usize,
-        w: &Workload,
-        shared: &Shared,
-        value: &[u8],
-        rng: &mut rand::rngs::SmallRng,
-        pick: &mut impl FnMut(&mut rand::rngs::SmallRng) -> usize,
-    ) -> Result<ClientOut> {
-        let mut out = ClientOut {
-            hist: new_hist(),
-            ops: 0,
-            errors: 0,
-        };
-        let mut seq = 0u64;
-        'conn: while !shared.stop.load(Ordering::Relaxed) {
-            let mut cl = match Client::connect([w.servers[addr_i].as_str()], None).await {
-                Ok(cl) => cl,
-                Err(_) => {
-                    out.errors += 1;
-                    addr_i = (addr_i + 1) % w.servers.len();
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            while !shared.stop.load(Ordering::Relaxed) {
-                let write = rng.gen_range(0..100) < w.write_ratio;
-                let t0 = Instant::now();
-                let res = if write && w.create_delete {
-                    seq += 1;
-                    let k = format!("/bench/c{c}-{seq}");
-                    tokio::time::timeout(w.op_timeout, async {
-                        cl.put(k.clone(), value.to_vec(), None).await?;
-                        cl.delete(k, None).await?;
-                        Ok::<_, etcd_client::Error>(true)
-                    })
-                    .await
-                } else if write {
-                    let k = key(pick(rng));
-                    tokio::time::timeout(w.op_timeout, async {
-                        cl.put(k, value.to_vec(), None).await?;
-                        Ok(true)
-                    })
-                    .await
-                } else {
-                    // Serializable reads: served by the member itself, as ZooKeeper and synod
-                    // serve getData (etcd's default read goes through a ReadIndex round).
-                    let k = key(pick(rng));
-                    tokio::time::timeout(w.op_timeout, async {
-                        cl.get(k, Some(GetOptions::new().with_serializable()))
-                            .await?;
-                        Ok(true)
-                    })
-                    .await
-                };
-                match res {
-                    Ok(Ok(ok)) => record(shared, &mut out, t0, ok),
-                    _ => {
-                        record(shared, &mut out, t0, false);
-                        addr_i = (addr_i + 1) % w.servers.len();
-                        continue 'conn;
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    pub async fn ready(servers: &[String]) -> Result<()> {
-        for s in servers {
-            let mut c = Client::connect([s.as_str()], None).await?;
-            c.put("/ready", "1", None).await?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(not(feature = "etcd"))]
-mod etcd {
-    use super::*;
-    const WHY: &str = "this synod was built without etcd support: build it with \
-        `cargo build --release --features etcd` (needs protoc: apt-get install protobuf-compiler), \
-        or run scripts/bench-compare.sh";
-    pub async fn setup(_: &[String], _: usize, _: &[u8]) -> Result<()> {
-        bail!("{WHY}")
-    }
-    pub async fn client(
-        _: usize,
-        _: usize,
-        _: &Workload,
-        _: &Shared,
-        _: &[u8],
-        _: &mut rand::rngs::SmallRng,
-        _: &mut impl FnMut(&mut rand::rngs::SmallRng) -> usize,
-    ) -> Result<ClientOut> {
-        bail!("{WHY}")
-    }
-    pub async fn ready(_: &[String]) -> Result<()> {
-        bail!("{WHY}")
-    }
-    pub fn available() -> bool {
-        false
-    }
-}
-
-#[cfg(feature = "etcd")]
-fn etcd_available() -> bool {
-    true
-}
-#[cfg(not(feature = "etcd"))]
-fn etcd_available() -> bool {
-    etcd::available()
 }
 
 fn print_table(rs: &[RunResult]) {
@@ -687,7 +627,14 @@ async fn wait_ready(cl: &mut Cluster, timeout: Duration) -> Result<()> {
                 }
                 Ok(())
             } else {
-                tokio::time::timeout(Duration::from_secs(5), etcd::ready(&addrs)).await?
+                tokio::time::timeout(Duration::from_secs(5), async {
+                    for a in &addrs {
+                        let mut c = Conn::open(Proto::Etcd, a, Duration::from_secs(3)).await?;
+                        c.set("/ready", b"1").await?;
+                    }
+                    Ok::<_, anyhow::Error>(())
+                })
+                .await?
             }
         };
         match attempt.await {
@@ -893,7 +840,7 @@ async fn compare(a: CompareArgs) -> Result<i32> {
             skipped.push(format!("{name}: {why}"));
             continue;
         }
-        if kind == Kind::Etcd && !etcd_available() {
+        if kind == Kind::Etcd && !cfg!(feature = "etcd") {
             let why = "built without the etcd feature (scripts/bench-compare.sh builds it)";
             eprintln!("skipping etcd: {why}");
             skipped.push(format!("etcd: {why}"));

@@ -341,7 +341,6 @@ async fn client(ctx: ClientCtx, seed: u64) -> Option<ZkSession> {
                             )
                             .await;
                         }
-                        debug_assert!(s.session.timeout_ms > 0);
                         resume = Some(s.session);
                         session = Some(s);
                         session.as_mut().expect("set")

@@ -1,12 +1,11 @@
 //! `synod dev`: a local cluster of N replicas on loopback, one process each.
 
-use anyhow::{bail, Context, Result};
+use crate::procs::{Cluster, Kind};
+use anyhow::{bail, Result};
 use clap::Args;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct DevArgs {
@@ -39,101 +38,52 @@ pub fn run(args: DevArgs) -> Result<()> {
     if base + 7000 + n > 65535 {
         bail!("--base-port {base} is too high for {n} nodes");
     }
-    let temp;
-    let root = match &args.data {
-        Some(d) => d.clone(),
-        None => {
-            temp = tempfile::Builder::new().prefix("synod-dev-").tempdir()?;
-            temp.path().to_path_buf()
-        }
+    let sets = vec![
+        "cluster_id=\"synod-dev\"".to_string(),
+        format!("fsync={:?}", args.fsync),
+        format!("log_level={:?}", args.log_level),
+    ];
+    let kind = Kind::Synod {
+        protocol: args.protocol.clone(),
+        sets,
     };
-    std::fs::create_dir_all(&root)?;
-    let exe = std::env::current_exe().context("cannot find the synod executable")?;
-    let mut peers = toml::Table::new();
-    for i in 1..=n {
-        peers.insert(
-            i.to_string(),
-            format!("127.0.0.1:{}", base + 700 + i).into(),
-        );
-    }
-    let mut children: Vec<(u32, Child)> = Vec::new();
+    let mut cl = Cluster::new(kind, n, args.base_port, args.data.clone())?;
+    cl.admin_offset = 7000;
     println!(
         "synod dev: {n} replicas ({}), data in {}",
         args.protocol,
-        root.display()
+        cl.dir.display()
     );
+    cl.start_all()?;
     for i in 1..=n {
-        let mut cfg = toml::Table::new();
-        cfg.insert("cluster_id".into(), "synod-dev".into());
-        cfg.insert("node_id".into(), (i as i64).into());
-        cfg.insert("protocol".into(), args.protocol.clone().into());
-        cfg.insert("peers".into(), peers.clone().into());
-        cfg.insert(
-            "client_addr".into(),
-            format!("127.0.0.1:{}", base + i).into(),
-        );
-        cfg.insert(
-            "admin_addr".into(),
-            format!("127.0.0.1:{}", base + 7000 + i).into(),
-        );
-        cfg.insert(
-            "data_dir".into(),
-            root.join(format!("node{i}")).display().to_string().into(),
-        );
-        cfg.insert("fsync".into(), args.fsync.clone().into());
-        cfg.insert("log_level".into(), args.log_level.clone().into());
-        let path = root.join(format!("node{i}.toml"));
-        std::fs::write(&path, toml::to_string(&cfg)?)?;
-        let child = Command::new(&exe)
-            .arg("server")
-            .arg("--config")
-            .arg(&path)
-            .spawn()
-            .with_context(|| format!("cannot start replica {i}"))?;
         println!(
-            "  node {i}: client 127.0.0.1:{}  peer 127.0.0.1:{}  admin http://127.0.0.1:{}  (config {})",
-            base + i,
-            base + 700 + i,
-            base + 7000 + i,
-            path.display()
+            "  node {i}: client {}  peer 127.0.0.1:{}  admin http://{}  (log {})",
+            cl.client_addr(i),
+            cl.peer_port(i),
+            cl.admin_addr(i),
+            cl.dir.join(format!("node{i}.log")).display()
         );
-        children.push((i, child));
     }
     println!("Ctrl-C stops the cluster.");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        let stop = stop.clone();
-        // Record the signal; the loop below forwards it to the replicas.
-        let _ = signal_flag(sig, stop);
+        // Record the signal; the loop below stops the replicas.
+        let _ = signal_flag(sig, stop.clone());
     }
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        for (i, c) in children.iter_mut() {
-            if let Some(status) = c.try_wait()? {
-                eprintln!("synod dev: replica {i} exited ({status}); stopping the others");
+        for i in 1..=n {
+            if !cl.is_running(i) {
+                eprintln!(
+                    "synod dev: replica {i} exited; stopping the others. Its log ends:\n{}",
+                    cl.log_tail(i, 15)
+                );
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     println!("synod dev: stopping");
-    for (_, c) in &children {
-        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
-    }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    for (i, c) in children.iter_mut() {
-        loop {
-            if c.try_wait()?.is_some() {
-                break;
-            }
-            if Instant::now() > deadline {
-                eprintln!("synod dev: replica {i} did not stop in time; killing it");
-                let _ = c.kill();
-                let _ = c.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    cl.stop_all();
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! `zookeeper` package) and etcd 3.4 (Debian's `etcd-server`). The benchmark and the chaos
 //! harness start, kill, pause and restart nodes through this module.
 //!
-//! Ports of node i (1-based) from a base B: client B+i, peer B+700+i, admin / election B+800+i.
+//! Ports of node i (1-based) from a base B: client B+i, peer B+700+i, admin / election B+800+i
+//! (the admin offset can be changed: `synod dev` uses B+7000+i).
 
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -50,6 +51,8 @@ pub struct Cluster {
     pub n: u32,
     pub base: u16,
     pub dir: PathBuf,
+    /// synod's admin port of node i is `base + admin_offset + i`.
+    pub admin_offset: u32,
     nodes: Vec<Node>,
     synod_exe: PathBuf,
     _temp: Option<tempfile::TempDir>,
@@ -128,6 +131,7 @@ impl Cluster {
             n,
             base,
             dir,
+            admin_offset: 800,
             nodes: (0..n)
                 .map(|_| Node {
                     child: None,
@@ -143,12 +147,12 @@ impl Cluster {
         format!("127.0.0.1:{}", self.base as u32 + i)
     }
     pub fn admin_addr(&self, i: u32) -> String {
-        format!("127.0.0.1:{}", self.base as u32 + 800 + i)
+        format!("127.0.0.1:{}", self.base as u32 + self.admin_offset + i)
     }
     pub fn client_addrs(&self) -> Vec<String> {
         (1..=self.n).map(|i| self.client_addr(i)).collect()
     }
-    fn peer_port(&self, i: u32) -> u32 {
+    pub fn peer_port(&self, i: u32) -> u32 {
         self.base as u32 + 700 + i
     }
 

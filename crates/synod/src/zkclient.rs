@@ -20,8 +20,6 @@ const MAX_FRAME: usize = 16 << 20;
 pub struct SessionId {
     pub id: i64,
     pub passwd: [u8; 16],
-    /// The timeout the server granted.
-    pub timeout_ms: i32,
 }
 
 /// The header of a reply and its body.
@@ -94,11 +92,7 @@ impl ZkSession {
         let mut passwd = [0u8; 16];
         let n = pw.len().min(16);
         passwd[..n].copy_from_slice(&pw[..n]);
-        s.session = SessionId {
-            id,
-            passwd,
-            timeout_ms: timeout,
-        };
+        s.session = SessionId { id, passwd };
         Ok(s)
     }
 
