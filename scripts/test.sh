@@ -38,11 +38,7 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
 fi
 
 echo "== ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
-# Retried once: this run tests the tests against Apache ZooKeeper itself, whose re-election after
-# the suite's kill-and-restart test has taken longer than the fixtures' 30 s on a loaded 2-core
-# machine. The run against synod below is not retried.
-ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk ||
-  { echo "== the reference run failed; once more"; ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk; }
+ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
 echo "== ZooKeeper compatibility suite against synod"
 ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk

@@ -121,7 +121,7 @@ class ZooKeeperCluster(Cluster):
         with open(os.path.join(d, "zoo.cfg"), "w") as f:
             f.write(
                 "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\n"
-                "clientPortAddress=127.0.0.1\nforceSync=yes\n4lw.commands.whitelist=*\n"
+                "clientPortAddress=127.0.0.1\nforceSync=yes\nmaxClientCnxns=0\n4lw.commands.whitelist=*\n"
                 "admin.enableServer=false\nextendedTypesEnabled=true\n%s"
                 % (os.path.join(d, "data"), self.client_port(i), servers)
             )
