@@ -1,7 +1,7 @@
 //! The linearizability checker: Wing & Gong's search with Lowe's memoisation, as in Porcupine,
 //! run independently on each key (see the crate documentation for the rules).
 
-use crate::bitset::{Bitset, Cache};
+use crate::bitset::{Cache, LinSet, Slot};
 use crate::history::{Call, History, Op, Outcome, Ret, ZnodeState};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -16,7 +16,9 @@ pub struct Budget {
     /// the search list (a few tens of nanoseconds).
     pub max_steps_per_key: Option<u64>,
     /// Maximum memory for one key's cache of explored configurations, in bytes, approximately
-    /// (`None`: unlimited). One configuration takes about `ops / 8 + 56` bytes.
+    /// (`None`: unlimited). One configuration takes about 90 bytes, plus 4 for each linearized
+    /// op that returned after an op not yet linearized, and 4 for each indeterminate op
+    /// linearized.
     pub max_cache_bytes_per_key: Option<u64>,
     /// Maximum wall-clock time for the whole check, all keys together (`None`: unlimited). Keys
     /// not finished when it runs out are reported as [`KeyResult::Unknown`].
@@ -88,7 +90,12 @@ impl LinReport {
     /// `Pass`.
     pub fn verdict(&self) -> Verdict {
         let results = || self.keys.values().map(|k| &k.result);
-        if results().any(|r| matches!(r, KeyResult::NotLinearizable(_))) {
+        if results().any(|r| {
+            matches!(
+                r,
+                KeyResult::NotLinearizable(_) | KeyResult::VersionRegression(_)
+            )
+        }) {
             Verdict::Fail
         } else if results().any(|r| matches!(r, KeyResult::Unknown(_))) {
             Verdict::Unknown
@@ -97,10 +104,19 @@ impl LinReport {
         }
     }
 
-    /// The violations found, one per non-linearizable key.
+    /// The violations the search found, one per key it proved not linearizable.
     pub fn violations(&self) -> impl Iterator<Item = &LinViolation> {
         self.keys.values().filter_map(|k| match &k.result {
             KeyResult::NotLinearizable(v) => Some(&**v),
+            _ => None,
+        })
+    }
+
+    /// The regressions found where the search ran out of budget, one per key they prove not
+    /// linearizable.
+    pub fn regressions(&self) -> impl Iterator<Item = &Regression> {
+        self.keys.values().filter_map(|k| match &k.result {
+            KeyResult::VersionRegression(r) => Some(&**r),
             _ => None,
         })
     }
@@ -126,6 +142,9 @@ pub enum KeyResult {
     Linearizable,
     /// The search was exhaustive and found no linearization.
     NotLinearizable(Box<LinViolation>),
+    /// The search ran out of budget, but two operations alone prove that no linearization
+    /// exists: see [`Regression`].
+    VersionRegression(Box<Regression>),
     /// The budget ran out first: nothing is claimed.
     Unknown(BudgetExhausted),
 }
@@ -171,6 +190,107 @@ pub struct LinViolation {
     /// Operations the reasons above refer to (see [`PendingReason::SkipsVersion`]) that are not
     /// listed above.
     pub related: Vec<Op>,
+}
+
+/// Proof that a key is not linearizable from two of its operations: `earlier` returned before
+/// `later` was invoked, so every linearization puts `earlier` first, yet the znode's version
+/// after `earlier` (the version it read, or the one it wrote) is above the version `later`
+/// found (the version it read, or the one it overwrote). Versions never decrease in the model.
+///
+/// This is the shape of a stale read (a read of version 5 invoked after a write of version 6
+/// was acknowledged), and of a write acknowledged out of order. The check takes O(n log n),
+/// so it decides histories too long for the search; it is only consulted when the search runs
+/// out of budget, because the search's diagnosis says more. Where it finds nothing, nothing is
+/// claimed: other violations need the search.
+#[derive(Debug, Clone, Serialize)]
+pub struct Regression {
+    /// The key.
+    pub key: String,
+    /// The operation that returned first.
+    pub earlier: Op,
+    /// The version after `earlier`.
+    pub earlier_version: i32,
+    /// The operation invoked after `earlier` returned.
+    pub later: Op,
+    /// The version `later` found before taking effect.
+    pub later_version: i32,
+}
+
+impl fmt::Display for Regression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "key {:?} is not linearizable: #{} was invoked after #{} returned, yet found version \
+             {} where #{} had already left version {} (versions never decrease; the search ran \
+             out of budget, this pair is the proof)",
+            self.key,
+            self.later.id,
+            self.earlier.id,
+            self.later_version,
+            self.earlier.id,
+            self.earlier_version
+        )?;
+        writeln!(f, "    earlier: {}", self.earlier)?;
+        writeln!(f, "    later:   {}", self.later)
+    }
+}
+
+/// The version just before and just after op `op` took effect, if its reply says (a read: the
+/// version read, twice; an acknowledged write or applied cas: its new version minus one, and
+/// its new version).
+fn versions_around(op: &Op) -> Option<(i32, i32)> {
+    match (op.call, op.outcome) {
+        (Call::Read, Outcome::Ok(Ret::Read { version, .. })) => Some((version, version)),
+        (Call::Write { .. } | Call::Cas { .. }, Outcome::Ok(Ret::Written { version })) => {
+            Some((version.wrapping_sub(1), version))
+        }
+        _ => None,
+    }
+}
+
+/// Finds two ops of one key whose versions go backwards in real time (see [`Regression`]):
+/// the first op, by invocation, whose version before it is below the highest version after any
+/// op that returned before it was invoked.
+pub(crate) fn find_regression(key: &str, ops: &[&Op]) -> Option<Regression> {
+    let mut by_complete: Vec<(u64, i32, usize)> = Vec::new();
+    let mut by_invoke: Vec<(u64, i32, usize)> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Some((before, after)) = versions_around(op) else {
+            continue;
+        };
+        if let Some(c) = op.complete_ns {
+            by_complete.push((c.max(op.invoke_ns), after, i));
+        }
+        by_invoke.push((op.invoke_ns, before, i));
+    }
+    by_complete.sort_unstable();
+    by_invoke.sort_unstable();
+    let mut done = by_complete.iter().peekable();
+    let mut highest: Option<(i32, usize)> = None;
+    for &(invoke, before, i) in &by_invoke {
+        // Ops that returned strictly before this one was invoked (at equal times, concurrent).
+        while let Some(&&(complete, after, j)) = done.peek() {
+            if complete >= invoke {
+                break;
+            }
+            if highest.is_none_or(|(v, _)| after > v) {
+                highest = Some((after, j));
+            }
+            done.next();
+        }
+        if let Some((v, j)) = highest {
+            if before < v {
+                return Some(Regression {
+                    key: key.to_string(),
+                    earlier: ops[j].clone(),
+                    earlier_version: v,
+                    later: ops[i].clone(),
+                    later_version: before,
+                });
+            }
+        }
+    }
+    None
 }
 
 /// How many prefix operations a [`LinViolation`] shows in detail.
@@ -281,7 +401,12 @@ impl fmt::Display for LinReport {
             self.verdict(),
             self.keys.len(),
             count(|r| matches!(r, KeyResult::Linearizable)),
-            count(|r| matches!(r, KeyResult::NotLinearizable(_))),
+            count(|r| {
+                matches!(
+                    r,
+                    KeyResult::NotLinearizable(_) | KeyResult::VersionRegression(_)
+                )
+            }),
             count(|r| matches!(r, KeyResult::Unknown(_))),
             self.elapsed.as_secs_f64()
         )?;
@@ -289,6 +414,7 @@ impl fmt::Display for LinReport {
             match &report.result {
                 KeyResult::Linearizable => {}
                 KeyResult::NotLinearizable(v) => write!(f, "  {v}")?,
+                KeyResult::VersionRegression(r) => write!(f, "  {r}")?,
                 KeyResult::Unknown(why) => writeln!(
                     f,
                     "  key {key:?}: undecided, {} budget exhausted after {} steps ({} ops)",
@@ -436,6 +562,8 @@ struct Search<'a> {
     node_is_call: Vec<bool>,
     /// For each op: its return entry.
     ret_node: Vec<u32>,
+    /// For each op: where [`LinSet`] keeps it (ops with a known reply by order of return).
+    slots: Vec<Slot>,
 }
 
 impl<'a> Search<'a> {
@@ -460,7 +588,19 @@ impl<'a> Search<'a> {
         let mut node_is_call = vec![false; 2 * n];
         let mut ret_node = vec![0; n];
         let mut last = head;
+        let mut slots = vec![Slot::Optional(0); n];
+        let (mut returns, mut optional) = (0, 0);
+        for (i, op) in ops.iter().enumerate() {
+            if !matches!(op.outcome, Outcome::Ok(_)) {
+                slots[i] = Slot::Optional(optional);
+                optional += 1;
+            }
+        }
         for (node, &(_, kind, i)) in events.iter().enumerate() {
+            if kind == 1 && matches!(ops[i as usize].outcome, Outcome::Ok(_)) {
+                slots[i as usize] = Slot::Required(returns);
+                returns += 1;
+            }
             let node = node as u32;
             node_op[node as usize] = i;
             node_is_call[node as usize] = kind == 0;
@@ -480,6 +620,7 @@ impl<'a> Search<'a> {
             node_op,
             node_is_call,
             ret_node,
+            slots,
         }
     }
 
@@ -551,6 +692,31 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// An op to linearize next, before any other, in a configuration with state `state`: the
+    /// first op invoked before the first pending return whose known reply leaves the state as
+    /// it is and fits it (a read of this state, a cas refused with `BadVersion` at another
+    /// version).
+    ///
+    /// Linearizing it first never loses a linearization: if one exists from here, moving the op
+    /// to the front keeps it valid. The state it sees is the same (the ops it jumps over never
+    /// change what it returns, and removing it changes no state), and real time is still
+    /// respected: any op that must precede it returned before it was invoked, so its return
+    /// came before this op's call in the event list, and the search only gets past a return
+    /// once that op is linearized. The other candidates are therefore not tried: their
+    /// branches can only succeed if this one does. Without this, every subset of a dozen
+    /// concurrent reads of one version would be a configuration of its own.
+    fn forced(&self, state: ZnodeState) -> Option<u32> {
+        let mut entry = self.next[self.head() as usize];
+        while entry != NIL && self.node_is_call[entry as usize] {
+            let i = self.node_op[entry as usize] as usize;
+            if self.required(i) && self.step(i, state) == Some(state) {
+                return Some(entry);
+            }
+            entry = self.next[entry as usize];
+        }
+        None
+    }
+
     /// Runs the search. `Ok(None)`: linearizable; `Ok(Some(stuck))`: not linearizable;
     /// `Err(why)`: budget exhausted.
     fn run(
@@ -562,15 +728,14 @@ impl<'a> Search<'a> {
     ) -> Result<Option<Stuck>, BudgetExhausted> {
         let n = self.ops.len();
         let max_steps = budget.max_steps_per_key.unwrap_or(u64::MAX);
-        let max_configs = match budget.max_cache_bytes_per_key {
-            Some(bytes) => (bytes / Cache::bytes_for(1, n).max(1)) as usize,
-            None => usize::MAX,
-        };
+        let max_bytes = budget.max_cache_bytes_per_key.unwrap_or(u64::MAX);
         let required_total = (0..n).filter(|&i| self.required(i)).count();
         let mut required_done = 0;
-        let mut linearized = Bitset::new(n);
+        let mut linearized = LinSet::new(self.slots.clone());
         let mut cache = Cache::default();
+        // (call entry, state before it, whether it was forced) per linearized op.
         let mut stack: Vec<(u32, ZnodeState)> = Vec::new();
+        let mut forced: Vec<bool> = Vec::new();
         let mut state = initial;
         let mut best: Option<Stuck> = None;
         // `best.stack[..best_valid] == stack[..best_valid]`: snapshots copy only the rest.
@@ -580,6 +745,8 @@ impl<'a> Search<'a> {
             *needed.entry(*v).or_default() += 1;
         }
         let mut entry = self.next[self.head() as usize];
+        // Whether the search has just entered a configuration (and should look for a forced op).
+        let mut fresh = true;
         loop {
             // Every op with a known reply is linearized; the indeterminate ones left can all be
             // taken as happening after them (or never), as nothing observes them any more.
@@ -594,50 +761,82 @@ impl<'a> Search<'a> {
                 return Err(BudgetExhausted::Time);
             }
             debug_assert!(entry != NIL, "the list always ends with a return entry");
-            let i = self.node_op[entry as usize] as usize;
-            if self.node_is_call[entry as usize] {
-                match self.step(i, state) {
-                    Some(next_state)
-                        if self.keeps_needed_versions(i, next_state.version, &needed) =>
-                    {
-                        linearized.set(i);
-                        if cache.configs() >= max_configs {
-                            return Err(BudgetExhausted::Memory);
+            // The op to try next, if any, and whether it is forced; `None`: backtrack.
+            let mut attempt = None;
+            let mut doomed = false;
+            if std::mem::take(&mut fresh) {
+                if let Some(call) = self.forced(state) {
+                    attempt = Some((call, state, true));
+                }
+            }
+            if attempt.is_none() {
+                let i = self.node_op[entry as usize] as usize;
+                if !self.node_is_call[entry as usize] {
+                    // A return: op `i` must have been linearized before it. Backtrack.
+                    if best.as_ref().is_none_or(|b| stack.len() > b.stack.len()) {
+                        let b = best.get_or_insert_with(Stuck::default);
+                        b.stack.truncate(best_valid);
+                        b.stack.extend_from_slice(&stack[best_valid..]);
+                        best_valid = stack.len();
+                        self.snapshot_stuck(b, state, entry);
+                    }
+                    doomed = true;
+                } else {
+                    match self.step(i, state) {
+                        Some(next_state)
+                            if self.keeps_needed_versions(i, next_state.version, &needed) =>
+                        {
+                            attempt = Some((entry, next_state, false));
                         }
-                        if cache.insert(&linearized, next_state) {
-                            stack.push((entry, state));
-                            state = next_state;
-                            if self.required(i) {
-                                required_done += 1;
-                            }
-                            if let Some(v) = self.facts.needs_version[i] {
-                                let count = needed.get_mut(&v).expect("counted");
-                                *count -= 1;
-                                if *count == 0 {
-                                    needed.remove(&v);
-                                }
-                            }
-                            self.lift(entry);
-                            entry = self.next[self.head() as usize];
-                        } else {
-                            linearized.clear(i);
+                        _ => {
                             entry = self.next[entry as usize];
+                            continue;
                         }
                     }
-                    _ => entry = self.next[entry as usize],
                 }
-            } else {
-                // A return: op `i` must have been linearized before it. Backtrack.
-                if best.as_ref().is_none_or(|b| stack.len() > b.stack.len()) {
-                    let b = best.get_or_insert_with(Stuck::default);
-                    b.stack.truncate(best_valid);
-                    b.stack.extend_from_slice(&stack[best_valid..]);
-                    best_valid = stack.len();
-                    self.snapshot_stuck(b, state, entry);
+            }
+            if let Some((call, next_state, is_forced)) = attempt {
+                let i = self.node_op[call as usize] as usize;
+                linearized.set(i);
+                if cache.bytes() >= max_bytes {
+                    return Err(BudgetExhausted::Memory);
                 }
+                if cache.insert(&linearized, next_state) {
+                    stack.push((call, state));
+                    forced.push(is_forced);
+                    state = next_state;
+                    if self.required(i) {
+                        required_done += 1;
+                    }
+                    if let Some(v) = self.facts.needs_version[i] {
+                        let count = needed.get_mut(&v).expect("counted");
+                        *count -= 1;
+                        if *count == 0 {
+                            needed.remove(&v);
+                        }
+                    }
+                    self.lift(call);
+                    entry = self.next[self.head() as usize];
+                    fresh = true;
+                    continue;
+                }
+                // Explored before, without success.
+                linearized.clear(i);
+                if !is_forced {
+                    entry = self.next[call as usize];
+                    continue;
+                }
+                // The forced op's branch failed, so does every other from here.
+                doomed = true;
+            }
+            debug_assert!(doomed);
+            // Backtrack: undo the last op; if it was forced, the configuration it was forced
+            // in has failed as a whole, so undo the one before it too, and so on.
+            loop {
                 let Some((call, prev_state)) = stack.pop() else {
                     return Ok(best);
                 };
+                let was_forced = forced.pop().expect("one flag per stack entry");
                 best_valid = best_valid.min(stack.len());
                 let j = self.node_op[call as usize] as usize;
                 state = prev_state;
@@ -649,7 +848,10 @@ impl<'a> Search<'a> {
                     *needed.entry(v).or_default() += 1;
                 }
                 self.unlift(call);
-                entry = self.next[call as usize];
+                if !was_forced {
+                    entry = self.next[call as usize];
+                    break;
+                }
             }
         }
     }
@@ -786,7 +988,10 @@ fn check_key(
         Ok(Some(stuck)) => {
             KeyResult::NotLinearizable(Box::new(search.violation(key, initial, stuck)))
         }
-        Err(why) => KeyResult::Unknown(why),
+        Err(why) => match find_regression(key, ops) {
+            Some(regression) => KeyResult::VersionRegression(Box::new(regression)),
+            None => KeyResult::Unknown(why),
+        },
     };
     KeyReport {
         ops: n,

@@ -402,3 +402,58 @@ fn many_pending_unknown_writes_do_not_blow_up() {
         report.keys["x"].steps
     );
 }
+
+#[test]
+fn a_stale_read_is_proven_by_the_regression_check_when_the_search_runs_out() {
+    // Ten concurrent writes, then a read after all of them returned that sees version 3: the
+    // search is cut off after 5 steps, and the regression check names the read and the write
+    // of version 10.
+    let mut b = Builder::new();
+    let writes: Vec<u64> = (0..10u64)
+        .map(|i| b.write(i, "x", (0, 100), i as i64, i as i32 + 1))
+        .collect();
+    let stale = b.read(99, "x", (200, 300), 2, 3);
+    let h = b.build();
+    let report = check_linearizable(&h, Budget::steps(5));
+    assert_eq!(report.verdict(), Verdict::Fail, "{report}");
+    let r = report.regressions().next().expect("a regression");
+    assert_eq!(r.later.id, stale);
+    assert_eq!((r.earlier_version, r.later_version), (10, 3));
+    assert_eq!(r.earlier.id, writes[9]);
+    assert!(
+        report.to_string().contains("is not linearizable"),
+        "{report}"
+    );
+    // With the whole budget the search finds it itself (stuck at the writes' returns, which
+    // cannot all come before a read of version 3 that must follow them).
+    assert_eq!(only_violation(&check(&h)).key, "x");
+}
+
+#[test]
+fn the_regression_check_respects_concurrency_and_ties() {
+    // The same stale version, but the read overlaps the last write (or is invoked exactly when
+    // it returns): concurrent, so no regression, and the verdict stays unknown.
+    for read_start in [50, 100] {
+        let mut b = Builder::new();
+        for i in 0..10u64 {
+            b.write(i, "x", (0, 100), i as i64, i as i32 + 1);
+        }
+        b.read(99, "x", (read_start, 300), 2, 3);
+        let report = check_linearizable(&b.build(), Budget::steps(5));
+        assert!(
+            matches!(report.keys["x"].result, KeyResult::Unknown(_)),
+            "{report}"
+        );
+    }
+    // A write acknowledged with a version below one already returned is a regression too.
+    let mut b = Builder::new();
+    b.write(1, "x", (0, 10), 1, 1);
+    b.write(2, "x", (0, 10), 2, 2);
+    let late = b.write(3, "x", (20, 30), 3, 2);
+    let report = check_linearizable(&b.build(), Budget::steps(1));
+    let r = report.regressions().next().expect("a regression");
+    assert_eq!(
+        (r.later.id, r.later_version, r.earlier_version),
+        (late, 1, 2)
+    );
+}

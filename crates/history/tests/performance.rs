@@ -163,3 +163,61 @@ fn crash_heavy_hot_key_is_accepted() {
         assert_eq!(report.verdict(), Verdict::Pass, "{report}");
     }
 }
+
+#[test]
+fn a_long_hot_key_history_is_decided() {
+    // Chaos runs put tens of thousands of ops by a dozen sessions on one key; every explored
+    // configuration must stay small enough for the search to finish within the default budget,
+    // whether the history is linearizable or has one stale read near its end.
+    let (history, _) = realistic_history(100_000, 1, 12, 1, 5);
+    let start = Instant::now();
+    let report = check_linearizable(&history, Budget::default());
+    eprintln!("100 000 ops on one key: {:?}\n{report}", start.elapsed());
+    assert_eq!(report.verdict(), Verdict::Pass, "{report}");
+
+    // A stale read near the end, as a server cut off from the leader would serve: a read
+    // invoked after the write of version v returned sees version v - 1 and its value.
+    let mut history = history;
+    let written = |version: i32| {
+        history.ops.iter().find(|op| {
+            matches!(op.call, Call::Write { .. } | Call::Cas { .. })
+                && op.outcome == Outcome::Ok(Ret::Written { version })
+        })
+    };
+    let (target, stale) = history
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.id > 90_000 && op.call == Call::Read)
+        .find_map(|(k, read)| {
+            let Outcome::Ok(Ret::Read { version, .. }) = read.outcome else {
+                return None;
+            };
+            let newest = written(version)?;
+            let older = written(version - 1)?;
+            let value = match older.call {
+                Call::Write { value } | Call::Cas { value, .. } => value,
+                Call::Read => unreachable!(),
+            };
+            (newest.complete_ns? < read.invoke_ns).then_some((k, (value, version - 1)))
+        })
+        .unwrap();
+    history.ops[target].outcome = Outcome::Ok(Ret::Read {
+        value: stale.0,
+        version: stale.1,
+    });
+    let start = Instant::now();
+    let report = check_linearizable(&history, Budget::default());
+    eprintln!("with a stale read: {:?}\n{report}", start.elapsed());
+    assert_eq!(report.verdict(), Verdict::Fail, "{report}");
+    // Either the search refuted it, or it ran out of budget and the regression check named the
+    // stale read and an op that returned a newer version before the read was invoked.
+    let found_by_search = report.violations().count();
+    let regressions: Vec<_> = report.regressions().collect();
+    assert_eq!(found_by_search + regressions.len(), 1, "{report}");
+    for r in regressions {
+        assert_eq!(r.later.id, history.ops[target].id, "{report}");
+        assert!(r.earlier.complete_ns.unwrap() < r.later.invoke_ns);
+        assert!(r.earlier_version > r.later_version);
+    }
+}
