@@ -228,20 +228,26 @@ proptest! {
     }
 }
 
-/// The regression check is not vacuous on the generated histories: it proves a good share of
-/// the non-linearizable ones (deterministically, with a fixed seed).
-#[test]
-fn the_regression_check_proves_many_small_violations() {
+/// 1 000 histories from [`small_history`], the same every run (a fixed seed).
+fn sample_small_histories() -> Vec<History> {
     use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRng, TestRunner};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
-        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
     );
     let strategy = small_history();
+    (0..1000)
+        .map(|_| strategy.new_tree(&mut runner).unwrap().current())
+        .collect()
+}
+
+/// The regression check is not vacuous on the generated histories: it proves a good share of
+/// the non-linearizable ones.
+#[test]
+fn the_regression_check_proves_many_small_violations() {
     let (mut not_linearizable, mut proven) = (0, 0);
-    for _ in 0..1000 {
-        let h = strategy.new_tree(&mut runner).unwrap().current();
+    for h in sample_small_histories() {
         if !brute_force_linearizable(&h) {
             not_linearizable += 1;
             let report = check_linearizable(&h, Budget::steps(1));
@@ -255,19 +261,11 @@ fn the_regression_check_proves_many_small_violations() {
 }
 
 /// The brute-force comparison is only meaningful if both verdicts occur often; this checks the
-/// generators produce a useful mix (deterministically, with a fixed seed).
+/// generators produce a useful mix.
 #[test]
 fn small_history_generator_produces_both_verdicts() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, TestRng, TestRunner};
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
-    );
-    let strategy = small_history();
     let (mut yes, mut no) = (0, 0);
-    for _ in 0..1000 {
-        let h = strategy.new_tree(&mut runner).unwrap().current();
+    for h in sample_small_histories() {
         if brute_force_linearizable(&h) {
             yes += 1;
         } else {
