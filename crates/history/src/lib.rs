@@ -67,9 +67,9 @@
 //! **Compact configurations.** The search never passes a return whose op is not linearized,
 //! so the linearized ops are all those with a reply up to some point in return order, plus a
 //! few concurrent ones and the indeterminate ones taken as applied. The cache stores exactly
-//! that (a watermark and a short list), so a configuration costs tens of bytes whatever the
-//! length of the history, not a bit per op (12.5 KB each for a 100 000-op key, which ran the
-//! memory budget out on a 63 000-op chaos history).
+//! that (a watermark and a short list), so a configuration costs about a hundred bytes
+//! whatever the length of the history, not a bit per op (8 KB each for the 63 000-op chaos
+//! history that ran the memory budget out).
 //!
 //! **Budget.** The search is still exponential in the worst case, so it runs under a
 //! [`Budget`]: steps and cache memory per key, and wall-clock time for the whole check. A key

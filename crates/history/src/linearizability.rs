@@ -16,9 +16,9 @@ pub struct Budget {
     /// the search list (a few tens of nanoseconds).
     pub max_steps_per_key: Option<u64>,
     /// Maximum memory for one key's cache of explored configurations, in bytes, approximately
-    /// (`None`: unlimited). One configuration takes about 90 bytes, plus 4 for each linearized
-    /// op that returned after an op not yet linearized, and 4 for each indeterminate op
-    /// linearized.
+    /// (`None`: unlimited). One configuration is counted as about 100 bytes, plus 4 for each
+    /// linearized op that returned after an op not yet linearized, and 4 for each
+    /// indeterminate op linearized.
     pub max_cache_bytes_per_key: Option<u64>,
     /// Maximum wall-clock time for the whole check, all keys together (`None`: unlimited). Keys
     /// not finished when it runs out are reported as [`KeyResult::Unknown`].
@@ -531,13 +531,7 @@ impl Facts {
             .collect();
         let needs_version = ops
             .iter()
-            .map(|op| match (op.call, op.outcome) {
-                (Call::Read, Outcome::Ok(Ret::Read { version, .. })) => Some(version),
-                (Call::Write { .. } | Call::Cas { .. }, Outcome::Ok(Ret::Written { version })) => {
-                    Some(version.wrapping_sub(1))
-                }
-                _ => None,
-            })
+            .map(|op| versions_around(op).map(|(before, _)| before))
             .collect();
         Facts {
             claimed,

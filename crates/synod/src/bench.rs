@@ -570,34 +570,58 @@ async fn client(
     Ok(out)
 }
 
+impl RunResult {
+    /// The cells of this result's row, in the order of [`TABLE_HEADER`]: the terminal table
+    /// and the markdown one show the same figures.
+    fn cells(&self) -> [String; 10] {
+        let us = |v: f64| format!("{v:.0}");
+        [
+            self.system.clone(),
+            self.clients.to_string(),
+            self.write_ratio.to_string(),
+            us(self.throughput),
+            us(self.p50_us),
+            us(self.p90_us),
+            us(self.p99_us),
+            us(self.p999_us),
+            us(self.max_us),
+            self.errors.to_string(),
+        ]
+    }
+}
+
+/// The columns of a result table (the write ratio is a percentage).
+const TABLE_HEADER: [&str; 10] = [
+    "system",
+    "clients",
+    "wr%",
+    "ops/s",
+    "p50 µs",
+    "p90 µs",
+    "p99 µs",
+    "p99.9 µs",
+    "max µs",
+    "errors",
+];
+
+/// Prints results as an aligned terminal table.
 fn print_table(rs: &[RunResult]) {
-    println!(
-        "{:<22} {:>7} {:>4} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-        "system",
-        "clients",
-        "wr%",
-        "ops/s",
-        "p50 µs",
-        "p90 µs",
-        "p99 µs",
-        "p99.9 µs",
-        "max µs",
-        "errors"
-    );
+    const WIDTHS: [usize; 10] = [22, 7, 4, 11, 9, 9, 9, 9, 9, 7];
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(WIDTHS)
+            .enumerate()
+            .map(|(i, (c, w))| match i {
+                0 => format!("{c:<w$}"),
+                _ => format!("{c:>w$}"),
+            })
+            .collect();
+        println!("{}", padded.join(" "));
+    };
+    line(&TABLE_HEADER.map(String::from));
     for r in rs {
-        println!(
-            "{:<22} {:>7} {:>4} {:>11.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>7}",
-            r.system,
-            r.clients,
-            r.write_ratio,
-            r.throughput,
-            r.p50_us,
-            r.p90_us,
-            r.p99_us,
-            r.p999_us,
-            r.max_us,
-            r.errors
-        );
+        line(&r.cells());
     }
 }
 
@@ -902,22 +926,10 @@ fn compare_markdown(doc: &CompareDoc) -> String {
     for sk in &doc.skipped {
         s += &format!("Skipped: {sk}\n\n");
     }
-    s += "| system | clients | writes | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | errors |\n";
+    s += &format!("| {} |\n", TABLE_HEADER.join(" | "));
     s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for r in &doc.results {
-        s += &format!(
-            "| {} | {} | {}% | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
-            r.system,
-            r.clients,
-            r.write_ratio,
-            r.throughput,
-            r.p50_us,
-            r.p90_us,
-            r.p99_us,
-            r.p999_us,
-            r.max_us,
-            r.errors
-        );
+        s += &format!("| {} |\n", r.cells().join(" | "));
     }
     s += "\n## Ratios\n\nThroughput ratio > 1 and latency ratio < 1 favour synod.\n\n";
     s += "| clients | writes | ops/s synod/ZK | p50 synod/ZK | p99 synod/ZK | ops/s synod/etcd | p50 synod/etcd | p99 synod/etcd |\n";
