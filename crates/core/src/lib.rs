@@ -1,7 +1,8 @@
 //! The protocol contract shared by every replication protocol of synod.
 //!
 //! A protocol core is a deterministic state machine. The driver (the simulator or the server)
-//! feeds it [`Input`]s one at a time and carries out the [`Actions`] it returns:
+//! feeds it [`Input`]s one at a time, each with the current time, and carries out the
+//! [`Actions`] it returns:
 //!
 //! * **persist** each [`StorageOp`] in the order given; when the storage reports that every op up
 //!   to sequence number `s` is durable, feed back [`Input::Durable`] with `upto = s`;
@@ -9,24 +10,40 @@
 //!   `<= envelope.after_durable` is durable (0 means "no requirement"). This is the durability
 //!   rule: a message that depends on a log write never leaves before that write is durable;
 //! * **apply** each [`Apply`] to the replicated state machine, in order;
-//! * observe the [`Event`]s (role changes, rejected submissions).
+//! * observe the [`Event`]s (view changes, rejected submissions);
+//! * **wake** the core with [`Input::Timeout`] once the time it names in
+//!   [`Protocol::deadline`] has come.
 //!
-//! The core never touches sockets, files, threads or clocks; time arrives in [`Input::Tick`] and
-//! randomness from a seed handed to [`Protocol::restore`]. The same core therefore runs unchanged
-//! in the simulator and in the server, and the same seed replays the same run.
+//! [`replica::Replica`] is that carry-out, written once: the simulator and the server both run
+//! every core through it, so "one contract, two drivers" holds by construction.
 //!
-//! See `docs/contract.md` for how Zab, PFT (view-based Multi-Paxos) and Mencius map onto it.
+//! The core never touches sockets, files, threads or clocks; time arrives with every input and
+//! randomness from a seed handed to [`Protocol::restore`]. The same core therefore runs
+//! unchanged in the simulator and in the server, and the same seed replays the same run.
+//!
+//! See `docs/contract.md` for how Zab, PFT (view-based Multi-Paxos), Mencius and SconeKV's
+//! buckets map onto it.
 
 use bytes::Bytes;
 use std::fmt::Debug;
 
+pub mod batch;
+pub mod durable;
 pub mod outbox;
 pub mod quorum;
+pub mod replica;
 pub mod rng;
 pub mod wire;
 
+pub use batch::BatchLimits;
+pub use durable::{DurableState, LogRecord, Persist, StorageOp};
+
 /// A replica's identity within a cluster. Ids are small positive integers (1-based).
 pub type NodeId = u32;
+
+/// A replication group's identity within a host: one process runs many groups, each a
+/// (protocol core, members, state machine) triple.
+pub type GroupId = u32;
 
 /// Time in microseconds since an arbitrary origin chosen by the driver. Virtual in the
 /// simulator, monotonic in the server.
@@ -41,8 +58,9 @@ pub struct Command {
     pub payload: Bytes,
 }
 
-/// A position in the total order. `slot` is dense (1, 2, 3, …) over the whole history; `tag` is
-/// the protocol's own name for the position (a Zab zxid, a Paxos instance, a Mencius instance).
+/// A position in the total order. `slot` is dense (1, 2, 3, …) over the commands delivered, in
+/// every protocol; `tag` is the protocol's own name for the position (a Zab zxid, a Paxos
+/// sequence number with the index in its batch, a Mencius instance).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {
     pub slot: u64,
@@ -85,40 +103,6 @@ pub struct Envelope<M> {
     pub after_durable: u64,
 }
 
-/// A record of the durable log. Every protocol's records name the slot they belong to, so that
-/// snapshots can drop the records they cover and the checkers can ask what a node has logged.
-pub trait LogRecord: Clone + Debug {
-    fn slot(&self) -> u64;
-    /// The command this record carries, if any (a Mencius skip or a Paxos no-op carries none).
-    fn command_id(&self) -> Option<u64>;
-}
-
-/// One write to stable storage. Ops are applied in the order issued.
-#[derive(Clone, Debug)]
-pub enum StorageOp<R, H> {
-    /// Replace the protocol's hard state (epochs, promises, votes) atomically.
-    SetHard(H),
-    /// Append records at the end of the log.
-    Append(Vec<R>),
-    /// Remove every record whose slot is greater than `after_slot`.
-    Truncate { after_slot: u64 },
-    /// Store `snapshot` and drop every record with slot `<= drop_through.slot`;
-    /// `drop_through.slot <= snapshot.at.slot`. When `replace_log` is set, every record is
-    /// dropped and the log restarts right after the snapshot (state transfer).
-    Snapshot {
-        snapshot: Snapshot,
-        drop_through: Position,
-        replace_log: bool,
-    },
-}
-
-/// A storage op with its sequence number (strictly increasing per replica incarnation).
-#[derive(Clone, Debug)]
-pub struct Persist<R, H> {
-    pub seq: u64,
-    pub op: StorageOp<R, H>,
-}
-
 /// What the state machine must do, in order.
 #[derive(Clone, Debug)]
 pub enum Apply {
@@ -141,6 +125,59 @@ pub enum Role {
     Proposer,
 }
 
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Electing => "electing",
+            Role::Following => "following",
+            Role::Leading => "leading",
+            Role::Proposer => "proposer",
+        }
+    }
+}
+
+/// What a replica knows of its group's order, as front ends see it: whether it serves, who
+/// leads, in which epoch. Protocol-neutral: Zab reports its epoch and leader, PFT its view and
+/// primary, Mencius `Proposer` everywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    pub role: Role,
+    /// The replica the protocol names to lead. In leader-based protocols it orders commands; in
+    /// every protocol it is the one that runs the state machine's singleton duties (session
+    /// expiry, reaping), so a front end runs them where `leader == Some(me)`. `None` while the
+    /// protocol names nobody (electing, or a multi-leader protocol without a duty holder).
+    pub leader: Option<NodeId>,
+    /// The protocol's epoch, view or term. Two views of one epoch never name two leaders.
+    pub epoch: u64,
+}
+
+impl View {
+    /// A replica that is electing and knows no leader.
+    pub const fn electing(epoch: u64) -> Self {
+        View {
+            role: Role::Electing,
+            leader: None,
+            epoch,
+        }
+    }
+
+    /// The replica is part of an established order and can serve clients: it leads or follows
+    /// a named leader, or (multi-leader) proposes.
+    pub fn serving(&self) -> bool {
+        match self.role {
+            Role::Leading | Role::Following => self.leader.is_some(),
+            Role::Proposer => true,
+            Role::Electing => false,
+        }
+    }
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View::electing(0)
+    }
+}
+
 /// Why a submission was refused on the spot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reject {
@@ -152,12 +189,8 @@ pub enum Reject {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// The replica's role, leader or epoch/view changed.
-    Role {
-        role: Role,
-        leader: Option<NodeId>,
-        epoch: u64,
-    },
+    /// The replica's role, leader or epoch changed.
+    View(View),
     /// A submitted command was refused and will not be broadcast from here.
     Rejected { id: u64, reason: Reject },
     /// The leader switched the broadcast mode: a variant fell back to its base protocol
@@ -165,16 +198,21 @@ pub enum Event {
     Mode { fallback: bool },
 }
 
-/// Inputs a protocol core accepts.
+/// Inputs a protocol core accepts. Every input comes with the current time
+/// ([`Protocol::step`]'s `now_us`).
 #[derive(Clone, Debug)]
 pub enum Input<M> {
-    /// A client command submitted at this replica.
-    Submit(Command),
+    /// Client commands submitted at this replica, in submission order: every command that was
+    /// waiting when the driver was ready, bounded by [`BatchLimits`]. The core orders them as
+    /// one batch (or, where it must, as several), never reordering them. One command alone is
+    /// handed over at once: the driver never waits for company.
+    Submit(Vec<Command>),
     /// A message from a peer. Channels are FIFO per connection; a broken connection may lose
     /// messages in flight (the core learns of it by [`Input::Disconnected`] or by its own timeouts).
     Message { from: NodeId, msg: M },
-    /// The passage of time. Drivers tick at least every `tick_us` of the protocol's options.
-    Tick { now_us: TimeUs },
+    /// The deadline the core last named ([`Protocol::deadline`]) has come. Drivers may wake a
+    /// core early or more than once; a core checks its timers against the time it is given.
+    Timeout,
     /// Every storage op with `seq <= upto` is durable.
     Durable { upto: u64 },
     /// The connection with `peer` broke; messages in flight may be lost.
@@ -216,87 +254,6 @@ impl<M, R, H> Actions<M, R, H> {
             && self.persist.is_empty()
             && self.apply.is_empty()
             && self.events.is_empty()
-    }
-}
-
-/// The durable state of one replica: what survives a crash. The simulator's disk and the
-/// server's write-ahead log both reduce to this, and a core restarts from it.
-#[derive(Clone, Debug)]
-pub struct DurableState<R, H> {
-    pub hard: H,
-    pub snapshot: Option<Snapshot>,
-    /// The position just before the first record (records are dense in slot after it).
-    pub log_base: Position,
-    pub records: Vec<R>,
-}
-
-impl<R: LogRecord, H: Default> Default for DurableState<R, H> {
-    fn default() -> Self {
-        Self {
-            hard: H::default(),
-            snapshot: None,
-            log_base: Position::default(),
-            records: Vec::new(),
-        }
-    }
-}
-
-impl<R: LogRecord, H: Clone> DurableState<R, H> {
-    /// Apply one op, exactly as stable storage must.
-    pub fn apply(&mut self, op: &StorageOp<R, H>) {
-        match op {
-            StorageOp::SetHard(h) => self.hard = h.clone(),
-            StorageOp::Append(rs) => self.records.extend(rs.iter().cloned()),
-            StorageOp::Truncate { after_slot } => {
-                let keep = self.records.partition_point(|r| r.slot() <= *after_slot);
-                self.records.truncate(keep);
-            }
-            StorageOp::Snapshot {
-                snapshot,
-                drop_through,
-                replace_log,
-            } => {
-                if *replace_log {
-                    self.records.clear();
-                    self.log_base = snapshot.at;
-                } else {
-                    let cut = self
-                        .records
-                        .partition_point(|r| r.slot() <= drop_through.slot);
-                    self.records.drain(..cut);
-                    if drop_through.slot > self.log_base.slot {
-                        self.log_base = *drop_through;
-                    }
-                }
-                self.snapshot = Some(snapshot.clone());
-            }
-        }
-    }
-
-    /// The slot of the last record, or of the log base when the log is empty.
-    pub fn last_slot(&self) -> u64 {
-        self.records.last().map_or(self.log_base.slot, |r| r.slot())
-    }
-
-    /// Does this durable state hold the command `command_id` at `slot`, either as a log record
-    /// or inside a snapshot that covers the slot? (The snapshot's content is checked separately
-    /// by the simulator, which compares every restored snapshot with the global history.)
-    pub fn holds(&self, slot: u64, command_id: u64) -> bool {
-        if self.snapshot.as_ref().is_some_and(|s| s.at.slot >= slot) {
-            return true;
-        }
-        if slot <= self.log_base.slot {
-            return false;
-        }
-        let idx = (slot - self.log_base.slot - 1) as usize;
-        match self.records.get(idx) {
-            Some(r) if r.slot() == slot => r.command_id() == Some(command_id),
-            // Records are dense in the common case; fall back to a search otherwise.
-            _ => self
-                .records
-                .iter()
-                .any(|r| r.slot() == slot && r.command_id() == Some(command_id)),
-        }
     }
 }
 
@@ -358,18 +315,20 @@ pub trait Protocol: Sized {
         seed: u64,
     ) -> Self;
 
-    /// Process one input.
+    /// Process one input at time `now_us` (never earlier than the time of the previous input).
     fn step(
         &mut self,
+        now_us: TimeUs,
         input: Input<Self::Message>,
         out: &mut Actions<Self::Message, Self::Record, Self::Hard>,
     );
 
-    /// The role as last reported.
-    fn role(&self) -> Role;
+    /// When the core next needs [`Input::Timeout`] (quinn-proto's `poll_timeout`): `None` when
+    /// no timer is running. Read after every step; a deadline in the past means "now".
+    fn deadline(&self) -> Option<TimeUs>;
 
-    /// The smallest tick interval this core needs.
-    fn tick_us(&self) -> TimeUs;
+    /// The view as last reported (the latest [`Event::View`]).
+    fn view(&self) -> View;
 
     /// Protocol-specific readings for observers (e.g. ZabCT's coin probability). Drivers may
     /// sample them; they never influence the protocol.

@@ -1,44 +1,62 @@
-//! Admin HTTP: `/metrics` (Prometheus text), `/health`, `/v1/status` (JSON), and a small
-//! key-value API on the ZooKeeper tree (`/v1/kv/<key>` is znode `/<key>`: GET reads this
-//! replica's state, PUT creates or sets it, DELETE removes it; writes are replicated) used by
-//! operators and the integration tests.
+//! Admin HTTP: `/metrics` (Prometheus text), `/health`, `/v1/status` (JSON, with every group),
+//! a small key-value API on the ZooKeeper tree (`/v1/kv/<key>` is znode `/<key>`: GET reads this
+//! replica's state, PUT creates or sets it, DELETE removes it; writes are replicated), and the
+//! register groups' maps (`/v1/groups/<id>/kv/<key>`, and `POST /v1/groups/<id>/relay/<to>/<key>`
+//! to put a key in group `<to>` through a message between groups), used by operators and the
+//! integration tests.
 
-use crate::driver::{DriverInput, Status, SubmitError};
+use crate::host::{Applied, GroupHandle, Status, SubmitError};
 use crate::metrics::Metrics;
+use crate::register::{Register, RegisterCmd};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use synod_core::wire::Wire;
 use synod_zk::machine::{Reply, Txn, ZkMachine};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-pub struct AdminState<M> {
+/// A register group, as the admin port serves it.
+pub struct RegisterGroup {
+    pub handle: GroupHandle,
+    pub machine: Arc<Mutex<Register>>,
+}
+
+pub struct AdminState {
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<Metrics>,
+    /// The ZooKeeper group's tree, and the group.
     pub machine: Arc<Mutex<ZkMachine>>,
-    pub driver: mpsc::Sender<DriverInput<M>>,
+    pub zookeeper: GroupHandle,
+    pub registers: BTreeMap<u32, RegisterGroup>,
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
     /// The partition hook, when fault injection is enabled.
     pub cut: Option<Arc<crate::transport::Cut>>,
 }
 
-pub fn router<M: Send + 'static>(state: Arc<AdminState<M>>) -> Router {
+pub fn router(state: Arc<AdminState>) -> Router {
     let limit = state.max_value_bytes + 1;
     Router::new()
-        .route("/metrics", get(metrics::<M>))
-        .route("/health", get(health::<M>))
-        .route("/v1/status", get(status::<M>))
-        .route("/v1/fault/cut", get(cut_get::<M>).post(cut_set::<M>))
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .route("/v1/status", get(status))
+        .route("/v1/fault/cut", get(cut_get).post(cut_set))
+        .route("/v1/kv/*key", get(kv_get).put(kv_put).delete(kv_delete))
         .route(
-            "/v1/kv/*key",
-            get(kv_get::<M>).put(kv_put::<M>).delete(kv_delete::<M>),
+            "/v1/groups/:group/kv/:key",
+            get(group_get).put(group_put).delete(group_delete),
+        )
+        .route(
+            "/v1/groups/:group/relay/:to/:key",
+            axum::routing::post(group_relay),
         )
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
@@ -113,8 +131,8 @@ pub async fn serve(listener: TcpListener, app: Router, limits: AdminLimits) {
 
 /// `POST /v1/fault/cut?peers=2,3` cuts this replica off from peers 2 and 3 (both directions
 /// of their connections); `peers=` heals. 403 unless `fault_injection` is on.
-async fn cut_set<M>(
-    State(s): State<Arc<AdminState<M>>>,
+async fn cut_set(
+    State(s): State<Arc<AdminState>>,
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     let Some(cut) = &s.cut else {
@@ -138,14 +156,14 @@ async fn cut_set<M>(
     (StatusCode::OK, format!("cut: {:?}\n", cut.get())).into_response()
 }
 
-async fn cut_get<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
+async fn cut_get(State(s): State<Arc<AdminState>>) -> Response {
     match &s.cut {
         Some(c) => (StatusCode::OK, format!("cut: {:?}\n", c.get())).into_response(),
         None => (StatusCode::FORBIDDEN, "fault injection is off\n").into_response(),
     }
 }
 
-async fn metrics<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
+async fn metrics(State(s): State<Arc<AdminState>>) -> Response {
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         s.metrics.render(),
@@ -153,25 +171,26 @@ async fn metrics<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
         .into_response()
 }
 
-/// 200 only when the replica serves with an established leader.
-async fn health<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
-    let st = s.status.lock().expect("status").clone();
-    if st.leader.is_some() && (st.role == "leading" || st.role == "following") {
+/// 200 only when the ZooKeeper group serves here (an established leader, or every replica
+/// proposing).
+async fn health(State(s): State<Arc<AdminState>>) -> Response {
+    let v = s.zookeeper.view();
+    if v.serving() {
         (
             StatusCode::OK,
-            format!("ok: {} of leader {:?}\n", st.role, st.leader),
+            format!("ok: {} of leader {:?}\n", v.role.name(), v.leader),
         )
             .into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("no leader ({})\n", st.role),
+            format!("no leader ({})\n", v.role.name()),
         )
             .into_response()
     }
 }
 
-async fn status<M>(State(s): State<Arc<AdminState<M>>>) -> Response {
+async fn status(State(s): State<Arc<AdminState>>) -> Response {
     let st = s.status.lock().expect("status").clone();
     (
         [("content-type", "application/json")],
@@ -185,7 +204,7 @@ fn znode(key: &str) -> Option<String> {
     synod_zk::path::validate(&p, false).ok().map(|_| p)
 }
 
-async fn kv_get<M>(State(s): State<Arc<AdminState<M>>>, Path(key): Path<String>) -> Response {
+async fn kv_get(State(s): State<Arc<AdminState>>, Path(key): Path<String>) -> Response {
     let Some(p) = znode(&key) else {
         return (StatusCode::BAD_REQUEST, "invalid key\n").into_response();
     };
@@ -195,8 +214,8 @@ async fn kv_get<M>(State(s): State<Arc<AdminState<M>>>, Path(key): Path<String>)
     }
 }
 
-async fn kv_put<M: Send + 'static>(
-    State(s): State<Arc<AdminState<M>>>,
+async fn kv_put(
+    State(s): State<Arc<AdminState>>,
     Path(key): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -212,33 +231,17 @@ async fn kv_put<M: Send + 'static>(
     .await
 }
 
-async fn kv_delete<M: Send + 'static>(
-    State(s): State<Arc<AdminState<M>>>,
-    Path(key): Path<String>,
-) -> Response {
+async fn kv_delete(State(s): State<Arc<AdminState>>, Path(key): Path<String>) -> Response {
     replicate(&s, key, |path| Txn::Remove { path }).await
 }
 
-async fn replicate<M: Send + 'static>(
-    s: &AdminState<M>,
-    key: String,
-    op: impl FnOnce(String) -> Txn,
-) -> Response {
+async fn replicate(s: &AdminState, key: String, op: impl FnOnce(String) -> Txn) -> Response {
     let path = match znode(&key) {
         Some(p) if key.len() <= s.max_key_bytes => p,
         _ => return (StatusCode::BAD_REQUEST, "invalid key\n").into_response(),
     };
-    let payload = op(path).encode();
-    let (reply, rx) = oneshot::channel();
-    if s.driver
-        .send(DriverInput::Submit { payload, reply })
-        .await
-        .is_err()
-    {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
-    }
-    match rx.await {
-        Ok(Ok(applied)) => {
+    match s.zookeeper.submit(op(path).encode()).await {
+        Ok(applied) => {
             let reply = Reply::decode(&applied.result);
             let code = if reply.err == 0 {
                 StatusCode::OK
@@ -255,19 +258,127 @@ async fn replicate<M: Send + 'static>(
             )
                 .into_response()
         }
-        Ok(Err(SubmitError::NoLeader)) => {
+        Err(e) => submit_error(e),
+    }
+}
+
+fn submit_error(e: SubmitError) -> Response {
+    match e {
+        SubmitError::NoLeader => {
             (StatusCode::SERVICE_UNAVAILABLE, "no leader; retry\n").into_response()
         }
-        Ok(Err(SubmitError::Busy)) => {
-            (StatusCode::TOO_MANY_REQUESTS, "busy; retry later\n").into_response()
-        }
-        Ok(Err(SubmitError::Timeout)) => (
+        SubmitError::Busy => (StatusCode::TOO_MANY_REQUESTS, "busy; retry later\n").into_response(),
+        SubmitError::Timeout => (
             StatusCode::GATEWAY_TIMEOUT,
             "not delivered in time; the write may still take effect\n",
         )
             .into_response(),
-        Ok(Err(SubmitError::ShuttingDown)) | Err(_) => {
+        SubmitError::NoSuchGroup => {
+            (StatusCode::NOT_FOUND, "no such group on this node\n").into_response()
+        }
+        SubmitError::ShuttingDown => {
             (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
         }
     }
+}
+
+fn applied_json(a: &Applied) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        format!(
+            "{{\"slot\":{},\"tag\":{},\"result\":\"{}\"}}\n",
+            a.at.slot,
+            a.at.tag,
+            String::from_utf8_lossy(&a.result).escape_default()
+        ),
+    )
+        .into_response()
+}
+
+/// Why an admin request is refused: a status and a message.
+type Refusal = (StatusCode, String);
+
+/// The register group `id` of this node.
+fn register(s: &AdminState, id: u32) -> Result<&RegisterGroup, Refusal> {
+    s.registers.get(&id).ok_or_else(|| {
+        (
+            StatusCode::NOT_FOUND,
+            format!("group {id} is not a register group of this node\n"),
+        )
+    })
+}
+
+fn register_key(s: &AdminState, key: &str) -> Result<(), Refusal> {
+    if key.is_empty() || key.len() > s.max_key_bytes {
+        return Err((StatusCode::BAD_REQUEST, "invalid key\n".to_string()));
+    }
+    Ok(())
+}
+
+async fn group_get(
+    State(s): State<Arc<AdminState>>,
+    Path((group, key)): Path<(u32, String)>,
+) -> Response {
+    let g = match register(&s, group) {
+        Ok(g) => g,
+        Err(r) => return r.into_response(),
+    };
+    let value = g.machine.lock().expect("register").get(&key);
+    match value {
+        Some(v) => (StatusCode::OK, v).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such key\n").into_response(),
+    }
+}
+
+async fn group_write(s: &AdminState, group: u32, key: &str, cmd: RegisterCmd) -> Response {
+    let g = match register(s, group).and_then(|g| register_key(s, key).map(|_| g)) {
+        Ok(g) => g,
+        Err(r) => return r.into_response(),
+    };
+    match g.handle.submit(cmd.to_bytes()).await {
+        Ok(a) => applied_json(&a),
+        Err(e) => submit_error(e),
+    }
+}
+
+async fn group_put(
+    State(s): State<Arc<AdminState>>,
+    Path((group, key)): Path<(u32, String)>,
+    body: Bytes,
+) -> Response {
+    if body.len() > s.max_value_bytes {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "value too large\n").into_response();
+    }
+    let cmd = RegisterCmd::Put {
+        key: key.clone(),
+        value: body,
+    };
+    group_write(&s, group, &key, cmd).await
+}
+
+async fn group_delete(
+    State(s): State<Arc<AdminState>>,
+    Path((group, key)): Path<(u32, String)>,
+) -> Response {
+    let cmd = RegisterCmd::Delete { key: key.clone() };
+    group_write(&s, group, &key, cmd).await
+}
+
+/// Put `key = body` in group `to` by a message from group `group`: replicated in `group`
+/// first, then delivered (and acknowledged) through the host.
+async fn group_relay(
+    State(s): State<Arc<AdminState>>,
+    Path((group, to, key)): Path<(u32, u32, String)>,
+    body: Bytes,
+) -> Response {
+    if body.len() > s.max_value_bytes {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "value too large\n").into_response();
+    }
+    let cmd = RegisterCmd::Relay {
+        to,
+        key: key.clone(),
+        value: body,
+    };
+    group_write(&s, group, &key, cmd).await
 }

@@ -16,7 +16,7 @@ pub struct Config {
     pub cluster_id: String,
     /// This replica's id (a key of `peers`).
     pub node_id: NodeId,
-    /// Replication protocol (`zab`).
+    /// Replication protocol of the ZooKeeper group (group 0): `zab` or a Zab variant.
     #[serde(default = "default_protocol")]
     pub protocol: String,
     /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`.
@@ -55,10 +55,67 @@ pub struct Config {
     pub log_level: String,
     #[serde(default)]
     pub limits: Limits,
+    /// How many commands, and how many bytes of them, a replica hands its protocol core at once.
+    #[serde(default)]
+    pub batch: BatchTuning,
+    /// Groups besides the ZooKeeper group (group 0), each with its own protocol, members and
+    /// state machine, all sharing this process, its peer connections and its log.
+    #[serde(default)]
+    pub groups: Vec<GroupConfig>,
     #[serde(default)]
     pub zab: ZabTuning,
     #[serde(default)]
     pub zookeeper: ZkTuning,
+}
+
+/// One `[[groups]]` entry.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    /// The group's id: 1 or more (0 is the ZooKeeper group), unique in the cluster.
+    pub id: u32,
+    /// Its replication protocol (default: the top-level `protocol`).
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// Its state machine: `register` (a replicated key-value map served on the admin port at
+    /// `/v1/groups/<id>/kv/<key>`).
+    #[serde(default = "default_machine")]
+    pub machine: String,
+    /// Its members, ids of `peers` (default: every node).
+    #[serde(default)]
+    pub members: Option<Vec<u32>>,
+}
+
+fn default_machine() -> String {
+    "register".into()
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchTuning {
+    /// Most commands in one batch (one proposal, one log record, one acknowledgement).
+    pub max_commands: usize,
+    /// Most payload bytes in one batch (a single larger command still goes alone).
+    pub max_bytes: usize,
+}
+
+impl Default for BatchTuning {
+    fn default() -> Self {
+        let d = synod_core::BatchLimits::default();
+        Self {
+            max_commands: d.max_commands,
+            max_bytes: d.max_bytes,
+        }
+    }
+}
+
+impl BatchTuning {
+    pub fn limits(&self) -> synod_core::BatchLimits {
+        synod_core::BatchLimits {
+            max_commands: self.max_commands,
+            max_bytes: self.max_bytes,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -163,6 +220,7 @@ impl Default for Limits {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZabTuning {
+    /// Once an election vote has a quorum, how long to wait for a better one before deciding.
     pub tick_ms: u64,
     pub heartbeat_ms: u64,
     pub follower_timeout_ms: u64,
@@ -237,22 +295,7 @@ impl Config {
             bail!("config key cluster_id: must not be empty");
         }
         let members_n = self.peers.len();
-        match synod_zab::variant::Variant::from_name(&self.protocol) {
-            None => bail!(
-                "config key protocol: '{}' is not a protocol of this server (supported: {})",
-                self.protocol,
-                synod_zab::variant::Variant::ALL
-                    .iter()
-                    .map(|(n, _)| *n)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Some(v) if !v.supports(members_n) => bail!(
-                "config key protocol: '{}' does not support a cluster of {members_n}",
-                self.protocol
-            ),
-            Some(_) => {}
-        }
+        check_protocol("protocol", &self.protocol, members_n)?;
         if !matches!(self.debug_bug.as_str(), "" | "stale-sync") {
             bail!(
                 "config key debug_bug: '{}' (expected stale-sync or nothing)",
@@ -311,7 +354,57 @@ impl Config {
         if self.zab.follower_timeout_ms < 2 * self.zab.heartbeat_ms {
             bail!("config key zab.follower_timeout_ms: must be at least twice zab.heartbeat_ms");
         }
+        if self.batch.max_commands == 0 || self.batch.max_bytes == 0 {
+            bail!("config key batch.max_commands / batch.max_bytes: must be at least 1");
+        }
+        if self.batch.max_commands as u64 > self.zab.max_inflight {
+            bail!("config key batch.max_commands: must not exceed zab.max_inflight");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            let key = format!("groups[{i}]");
+            if g.id == 0 {
+                bail!("config key {key}.id: 0 is the ZooKeeper group; use 1 or more");
+            }
+            if !seen.insert(g.id) {
+                bail!("config key {key}.id: group {} is listed twice", g.id);
+            }
+            if g.machine != "register" {
+                bail!(
+                    "config key {key}.machine: '{}' (expected register)",
+                    g.machine
+                );
+            }
+            let members = self.group_members(g);
+            if members.is_empty() {
+                bail!("config key {key}.members: a group needs at least one member");
+            }
+            for m in &members {
+                if !self.members()?.contains_key(m) {
+                    bail!("config key {key}.members: {m} is not one of the peers");
+                }
+            }
+            check_protocol(
+                &format!("{key}.protocol"),
+                g.protocol.as_deref().unwrap_or(&self.protocol),
+                members.len(),
+            )?;
+        }
         Ok(())
+    }
+
+    /// The members of a configured group (every node when it lists none).
+    pub fn group_members(&self, g: &GroupConfig) -> Vec<NodeId> {
+        let mut m = match &g.members {
+            Some(m) => m.clone(),
+            None => self
+                .members()
+                .map(|m| m.keys().copied().collect())
+                .unwrap_or_default(),
+        };
+        m.sort_unstable();
+        m.dedup();
+        m
     }
 
     /// Members by id.
@@ -336,10 +429,10 @@ impl Config {
             .unwrap_or_else(|| self.members().expect("validated")[&self.node_id])
     }
 
-    pub fn zab_options(&self) -> synod_zab::Options {
+    /// Zab's options for a group running `protocol` (a Zab variant's name).
+    pub fn zab_options(&self, protocol: &str) -> synod_zab::Options {
         let z = &self.zab;
         synod_zab::Options {
-            tick_us: z.tick_ms * 1_000,
             heartbeat_us: z.heartbeat_ms * 1_000,
             follower_timeout_us: z.follower_timeout_ms * 1_000,
             leader_timeout_us: z.leader_timeout_ms * 1_000,
@@ -349,10 +442,29 @@ impl Config {
             finalize_wait_us: z.tick_ms * 1_000,
             log_retain: z.log_retain,
             max_inflight: z.max_inflight,
-            variant: synod_zab::variant::Variant::from_name(&self.protocol)
+            max_batch: self.batch.max_commands,
+            variant: synod_zab::variant::Variant::from_name(protocol)
                 .unwrap_or(synod_zab::variant::Variant::Zab),
             ..synod_zab::Options::default()
         }
+    }
+}
+
+/// A protocol this server runs, for a cluster of `members`.
+fn check_protocol(key: &str, protocol: &str, members: usize) -> Result<()> {
+    match synod_zab::variant::Variant::from_name(protocol) {
+        None => bail!(
+            "config key {key}: '{protocol}' is not a protocol of this server (supported: {})",
+            synod_zab::variant::Variant::ALL
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(v) if !v.supports(members) => {
+            bail!("config key {key}: '{protocol}' does not support a cluster of {members}")
+        }
+        Some(_) => Ok(()),
     }
 }
 
@@ -408,6 +520,34 @@ mod tests {
     }
 
     #[test]
+    fn groups_are_checked_and_default_to_every_node() {
+        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+                    data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
+                    3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\n[[groups]]\nid = 2\n\
+                    protocol = 'zab-ct'\nmembers = [1, 3]\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let c = Config::load(Some(&path), &[]).unwrap();
+        assert_eq!(c.group_members(&c.groups[0]), vec![1, 2, 3]);
+        assert_eq!(c.group_members(&c.groups[1]), vec![1, 3]);
+        for (bad, key) in [
+            ("[[groups]]\nid = 0\n", "groups[2].id"),
+            ("[[groups]]\nid = 1\n", "groups[2].id"),
+            ("[[groups]]\nid = 5\nmembers = [9]\n", "groups[2].members"),
+            ("[[groups]]\nid = 5\nmachine = 'sql'\n", "groups[2].machine"),
+            (
+                "[[groups]]\nid = 5\nprotocol = 'raft'\n",
+                "groups[2].protocol",
+            ),
+        ] {
+            std::fs::write(&path, format!("{text}{bad}")).unwrap();
+            let e = Config::load(Some(&path), &[]).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let e = load(&["colour=blue"]).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
@@ -419,6 +559,8 @@ mod tests {
         assert!(e.contains("tick_ms"), "{e}");
         let e = load(&["protocol=raft"]).unwrap_err().to_string();
         assert!(e.contains("protocol"), "{e}");
+        let e = load(&["batch.max_commands=0"]).unwrap_err().to_string();
+        assert!(e.contains("batch.max_commands"), "{e}");
         let e = Config::load(None, &[]).unwrap_err().to_string();
         assert!(e.contains("cluster_id"), "{e}");
     }

@@ -1,84 +1,45 @@
-//! The synod server: runs a protocol core for real (see [`driver`]), with a peer transport
-//! ([`transport`]), the write-ahead log (`synod-log`), background snapshots, Prometheus metrics
-//! and an admin HTTP endpoint.
+//! The synod server: one process hosting any number of replication groups ([`host`]), with a
+//! peer transport ([`transport`]), one write-ahead log (`synod-log`), background snapshots,
+//! Prometheus metrics, an admin HTTP endpoint ([`admin`]) and the ZooKeeper client port
+//! ([`front`]), which serves group 0.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`config`] | the configuration file and its checks |
+//! | [`identity`] | which cluster, node and protocols a data directory belongs to |
+//! | [`build`] | the groups of this node, restored from the log |
+//! | [`host`] | the loop that runs every group, the WAL thread |
+//! | [`transport`] | peer connections and frames |
+//! | [`machine`], [`register`] | the state machine interface; the register machine |
+//! | [`front`] | the ZooKeeper client port |
+//! | [`admin`], [`metrics`] | the admin port and its metrics |
 
 pub mod admin;
+pub mod build;
 pub mod config;
-pub mod driver;
+pub mod front;
+pub mod host;
+pub mod identity;
 pub mod machine;
 pub mod metrics;
+pub mod register;
 pub mod transport;
-pub mod zk;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use config::Config;
-use driver::{Driver, DriverInput, DriverParts, Status};
-use machine::StateMachine;
+use host::{GroupHandle, Host, HostInput, HostParts, Status};
 use metrics::Metrics;
-use serde::{Deserialize, Serialize};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use synod_core::{Cluster, Protocol};
 use synod_log::{FsyncPolicy, Wal, WalOptions};
-use synod_zab::Zab;
-use synod_zk::machine::ZkMachine;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 use transport::{TransportConfig, TransportStats};
 
-/// Written in the data directory at first start; a later start with another cluster id, node id
-/// or protocol refuses to use the directory.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Identity {
-    pub cluster_id: String,
-    pub node_id: u32,
-    pub protocol: String,
-}
+pub use identity::{check_identity, Identity, IDENTITY_FILE};
 
-pub const IDENTITY_FILE: &str = "identity.toml";
-
-pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create data directory {}", dir.display()))?;
-    let mine = Identity {
-        cluster_id: cfg.cluster_id.clone(),
-        node_id: cfg.node_id,
-        protocol: cfg.protocol.clone(),
-    };
-    let path = dir.join(IDENTITY_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let found: Identity =
-                toml::from_str(&text).with_context(|| format!("{} is damaged", path.display()))?;
-            if found != mine {
-                bail!(
-                    "data directory {} belongs to cluster '{}' node {} (protocol {}), \
-                     but this server is cluster '{}' node {} (protocol {}); refusing to start. \
-                     Point data_dir elsewhere or remove the directory if it is no longer needed.",
-                    dir.display(),
-                    found.cluster_id,
-                    found.node_id,
-                    found.protocol,
-                    mine.cluster_id,
-                    mine.node_id,
-                    mine.protocol
-                );
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let text = toml::to_string(&mine).expect("identity serialises");
-            synod_log::write_file_durably(dir, IDENTITY_FILE, text.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            Ok(())
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-}
-
-/// Run a replica until SIGTERM or SIGINT.
+/// Run a node until SIGTERM or SIGINT.
 pub async fn run(mut cfg: Config) -> Result<()> {
     return_large_buffers();
     let fd_limit = raise_fd_limit();
@@ -86,8 +47,9 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let dir = cfg.data_dir.clone();
     check_identity(&dir, &cfg)?;
     let members = cfg.members()?;
+    let wal_dir = dir.join("wal");
     let wal_opts = WalOptions {
-        dir: dir.join("wal"),
+        dir: wal_dir.clone(),
         segment_bytes: cfg.limits.segment_bytes,
         preallocate_bytes: cfg.limits.wal_preallocate_bytes,
         fsync: if cfg.fsync == "always" {
@@ -96,51 +58,27 @@ pub async fn run(mut cfg: Config) -> Result<()> {
             FsyncPolicy::Never
         },
     };
-    let (wal, durable, recovery) = Wal::<<Zab as Protocol>::Record, <Zab as Protocol>::Hard>::open(
-        wal_opts,
-    )
-    .with_context(|| {
-        format!(
-            "cannot open the write-ahead log in {}",
-            dir.join("wal").display()
-        )
-    })?;
+    let (wal, recovery) = Wal::open(wal_opts)
+        .with_context(|| format!("cannot open the write-ahead log in {}", wal_dir.display()))?;
     for w in &recovery.warnings {
         warn!("log recovery: {w}");
     }
-    let mut machine = ZkMachine::default();
-    if let Some(s) = &durable.snapshot {
-        StateMachine::restore(&mut machine, s).map_err(|e| {
-            anyhow::anyhow!("the snapshot at slot {} cannot be read: {e}", s.at.slot)
-        })?;
-    }
-    info!(
-        records = recovery.records,
-        snapshot_slot = StateMachine::applied(&machine).slot,
-        log_records = durable.records.len(),
-        "recovered from the data directory"
-    );
-    let initial_log_bytes = wal.log_bytes();
-    let cluster = Cluster::new(cfg.node_id, members.keys().copied().collect());
-    let core = Zab::restore(cluster, cfg.zab_options(), durable, rand::random());
-
+    info!(records = recovery.records, "replayed the write-ahead log");
     let stats = Arc::new(TransportStats::default());
     let metrics = Arc::new(Metrics::new(stats.clone()));
-    let machine = Arc::new(Mutex::new(machine));
-    let status = Arc::new(Mutex::new(Status {
-        node_id: cfg.node_id,
-        cluster_id: cfg.cluster_id.clone(),
-        protocol: cfg.protocol.clone(),
-        ..Status::default()
-    }));
+    metrics.log_bytes.set(wal.log_bytes() as i64);
+    metrics.log_segments.set(wal.segments() as i64);
+    let built = build::build(&cfg, &wal_dir, recovery, &metrics)?;
+    let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel(65_536);
     let cut = Arc::new(transport::Cut::default());
     let tcfg = TransportConfig {
         cut: cut.clone(),
         cluster_id: cfg.cluster_id.clone(),
-        protocol: cfg.protocol.clone(),
         me: cfg.node_id,
         members: members.clone(),
+        groups: built.protocols.clone(),
+        decoders: Arc::new(built.decoders),
         chunk_bytes: cfg.limits.chunk_bytes as usize,
         max_message_bytes: cfg.limits.max_message_bytes as usize,
         peer_queue: cfg.limits.peer_queue,
@@ -161,13 +99,33 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         ),
         None => None,
     };
-    let peers = transport::start_outbound(&tcfg, tx.clone(), stats.clone());
-    let inbound = tokio::spawn(transport::serve_inbound(tcfg, listener, tx.clone(), stats));
+    let peers = transport::start_outbound::<HostInput>(&tcfg, tx.clone(), stats.clone());
+    let inbound = tokio::spawn(transport::serve_inbound::<HostInput>(
+        tcfg,
+        listener,
+        tx.clone(),
+        stats,
+    ));
+    let zk = GroupHandle::new(0, cfg.node_id, tx.clone(), built.zookeeper.view.clone());
+    let registers = built
+        .registers
+        .iter()
+        .map(|(&id, s)| {
+            (
+                id,
+                admin::RegisterGroup {
+                    handle: GroupHandle::new(id, cfg.node_id, tx.clone(), s.view.clone()),
+                    machine: s.machine.clone(),
+                },
+            )
+        })
+        .collect();
     let admin_state = Arc::new(admin::AdminState {
         status: status.clone(),
         metrics: metrics.clone(),
-        machine: machine.clone(),
-        driver: tx.clone(),
+        machine: built.zookeeper.machine.clone(),
+        zookeeper: zk.clone(),
+        registers,
         max_key_bytes: cfg.limits.max_key_bytes,
         max_value_bytes: cfg.limits.max_value_bytes,
         cut: cfg.fault_injection.then_some(cut),
@@ -175,8 +133,8 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let app = admin::router(admin_state);
     let front = match (client_listener, cfg.client_addr) {
         (Some(l), Some(addr)) => {
-            let f = zk::Front::new(
-                zk::FrontConfig {
+            let f = front::Front::new(
+                front::FrontConfig {
                     node_id: cfg.node_id,
                     client_addr: addr,
                     tuning: cfg.zookeeper.clone(),
@@ -186,9 +144,8 @@ pub async fn run(mut cfg: Config) -> Result<()> {
                         .map(|(id, a)| format!("server.{id}={a}"))
                         .collect(),
                 },
-                machine.clone(),
-                tx.clone(),
-                status.clone(),
+                built.zookeeper.machine.clone(),
+                zk,
             );
             Some(tokio::spawn(f.serve(l)))
         }
@@ -208,27 +165,28 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         peer = %peer_addr,
         client = ?cfg.client_addr,
         admin = %cfg.admin_addr,
+        groups = built.protocols.len(),
         fd_limit,
         max_connections = cfg.zookeeper.max_connections,
-        "synod replica started"
+        "synod node started"
     );
-    let driver = Driver::new(DriverParts {
-        core,
-        machine,
-        rx,
-        tx: tx.clone(),
-        peers,
-        wal,
-        data_dir: dir.join("wal"),
-        status,
-        metrics,
-        me: cfg.node_id,
-        snapshot_every: cfg.snapshot_every,
-        max_pending: cfg.limits.max_pending_requests,
-        request_timeout: Duration::from_millis(cfg.limits.request_timeout_ms),
-        initial_log_bytes,
-    });
-    let driver = tokio::spawn(driver.run());
+    let host = Host::new(
+        HostParts {
+            me: cfg.node_id,
+            cluster_id: cfg.cluster_id.clone(),
+            peers,
+            wal,
+            wal_dir,
+            rx,
+            tx: tx.clone(),
+            metrics,
+            status,
+            routes: built.routes,
+            resend_every: Duration::from_secs(1),
+        },
+        built.runners,
+    );
+    let host = tokio::spawn(host.run());
 
     wait_for_signal().await;
     info!("signal received: stop accepting, flush the log, close peers");
@@ -238,10 +196,10 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         f.abort();
     }
     let (done, flushed) = oneshot::channel();
-    if tx.send(DriverInput::Shutdown(done)).await.is_ok() {
+    if tx.send(HostInput::Shutdown(done)).await.is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(10), flushed).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), host).await;
     info!("stopped");
     Ok(())
 }

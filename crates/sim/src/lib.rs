@@ -107,6 +107,9 @@ pub struct SimConfig<O> {
     pub settle_window_us: u64,
     /// The state machine snapshots every this many deliveries (0: never).
     pub snapshot_every: u64,
+    /// Most commands a replica hands its core in one batch (the commands waiting at one
+    /// instant form a batch; 1 turns batching off).
+    pub batch_commands: usize,
     /// Replicas (the first `stay_down`) that crash when the faults heal and never come back.
     pub stay_down: usize,
     /// A1.2 of the restricted Zab variants: a crash is injected only while more than a quorum
@@ -142,6 +145,7 @@ impl<O> SimConfig<O> {
             liveness_bound_us: 5_000_000,
             settle_window_us: 1_000_000,
             snapshot_every: 200,
+            batch_commands: 512,
             stay_down: 0,
             a12_crashes: false,
             follower_invariant: None,
@@ -162,6 +166,8 @@ pub struct Report {
     pub failures: Vec<(u64, Violation)>,
     pub faults: BTreeMap<&'static str, u64>,
     pub submitted: u64,
+    /// Batches handed to the cores (`submitted / batches` is the mean batch size).
+    pub batches: u64,
     /// Commands delivered at the replica they were submitted to (client replies).
     pub completed: u64,
     /// Apply events at all replicas.
@@ -208,6 +214,7 @@ impl Report {
             *self.faults.entry(k).or_default() += v;
         }
         self.submitted += r.submitted;
+        self.batches += r.batches;
         self.completed += r.completed;
         self.deliveries += r.deliveries;
         self.committed += r.committed;

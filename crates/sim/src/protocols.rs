@@ -138,6 +138,7 @@ pub fn with_options<O, P: Clone>(cfg: &SimConfig<O>, options: P) -> SimConfig<P>
         liveness_bound_us: cfg.liveness_bound_us,
         settle_window_us: cfg.settle_window_us,
         snapshot_every: cfg.snapshot_every,
+        batch_commands: cfg.batch_commands,
         stay_down: cfg.stay_down,
         a12_crashes: cfg.a12_crashes,
         follower_invariant: cfg.follower_invariant,

@@ -37,6 +37,9 @@ pub struct SimArgs {
     /// Bytes per command.
     #[arg(long, default_value_t = 64)]
     payload: usize,
+    /// Most commands a replica hands its core in one batch (1: no batching).
+    #[arg(long, default_value_t = 512)]
+    batch: usize,
     /// Length of the fault phase in milliseconds of virtual time.
     #[arg(long, default_value_t = 4_000)]
     window_ms: u64,
@@ -96,6 +99,10 @@ pub fn run(args: SimArgs) -> Result<i32> {
     cfg.workload.clients = args.clients;
     cfg.workload.think_us = args.think_us;
     cfg.workload.payload_bytes = args.payload;
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    cfg.batch_commands = args.batch;
     cfg.fault_window_us = args.window_ms * 1_000;
     cfg.stay_down = args.stay_down;
     cfg.max_faults = args.max_faults;
@@ -150,6 +157,11 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
     println!(
         "commands        submitted {}, delivered to their client {}, slots committed {}, deliveries at all replicas {}",
         r.submitted, r.completed, r.committed, r.deliveries
+    );
+    println!(
+        "batches         {} handed to the cores, {:.2} commands each on average",
+        r.batches,
+        r.submitted as f64 / r.batches.max(1) as f64
     );
     let vs = r.virtual_us as f64 / 1e6;
     println!(

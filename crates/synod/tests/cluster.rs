@@ -363,7 +363,7 @@ fn newest_segment(dir: &Path) -> PathBuf {
     let mut segs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
         .collect();
     segs.sort();
     segs.pop().expect("a segment")

@@ -537,13 +537,17 @@ fn peer_frame(kind: u8, data: &[u8]) -> Vec<u8> {
     f
 }
 
+/// A hello (peer protocol version 2): magic, version, cluster id, node id, then the groups the
+/// sender runs with their protocols (here group 0 only).
 fn hello_data(cluster: &str, node: u32, protocol: &str) -> Vec<u8> {
     let mut d = Vec::new();
     d.extend_from_slice(&0x5359_4E44u32.to_be_bytes());
-    d.extend_from_slice(&1u16.to_be_bytes());
+    d.extend_from_slice(&2u16.to_be_bytes());
     d.extend_from_slice(&(cluster.len() as u32).to_be_bytes());
     d.extend_from_slice(cluster.as_bytes());
     d.extend_from_slice(&node.to_be_bytes());
+    d.extend_from_slice(&1u32.to_be_bytes());
+    d.extend_from_slice(&0u32.to_be_bytes());
     d.extend_from_slice(&(protocol.len() as u32).to_be_bytes());
     d.extend_from_slice(protocol.as_bytes());
     d
@@ -566,15 +570,22 @@ fn is_member_hello(data: &[u8]) -> bool {
             d = b;
             Some(a)
         };
-        if take(6)? != [0x53, 0x59, 0x4E, 0x44, 0, 1] {
+        if take(6)? != [0x53, 0x59, 0x4E, 0x44, 0, 2] {
             return Some(false);
         }
         let n = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
         let cluster = take(n)?;
         let node = u32::from_be_bytes(take(4)?.try_into().ok()?);
-        let n = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
-        let protocol = take(n)?;
-        Some(cluster == b"hostile" && protocol == b"zab" && (1..=3).contains(&node))
+        // Any list of groups whose protocols do not contradict the cluster's is accepted.
+        let groups = u32::from_be_bytes(take(4)?.try_into().ok()?);
+        let mut agrees = true;
+        for _ in 0..groups {
+            let g = u32::from_be_bytes(take(4)?.try_into().ok()?);
+            let n = u32::from_be_bytes(take(4)?.try_into().ok()?) as usize;
+            let protocol = take(n)?;
+            agrees &= g != 0 || protocol == b"zab";
+        }
+        Some(cluster == b"hostile" && agrees && (1..=3).contains(&node) && d.is_empty())
     };
     parse().unwrap_or(false)
 }

@@ -205,10 +205,16 @@ impl Wire for Msg {
                 b.put_u32(*epoch);
                 commit.encode(b);
             }
-            Msg::Proposal { epoch, entry, echo } => {
+            Msg::Proposal {
+                epoch,
+                first,
+                commands,
+                echo,
+            } => {
                 b.put_u8(10);
                 b.put_u32(*epoch);
-                entry.encode(b);
+                first.encode(b);
+                commands.encode(b);
                 b.put_u64(echo.0);
                 b.put_u64(echo.1);
             }
@@ -242,9 +248,9 @@ impl Wire for Msg {
                 last.encode(b);
                 b.put_u8(*full as u8);
             }
-            Msg::Forward { command } => {
+            Msg::Forward { commands } => {
                 b.put_u8(14);
-                command.encode(b);
+                commands.encode(b);
             }
         }
     }
@@ -285,7 +291,8 @@ impl Wire for Msg {
             },
             10 => Msg::Proposal {
                 epoch: get_u32(b)?,
-                entry: Entry::decode(b)?,
+                first: Point::decode(b)?,
+                commands: Vec::<Command>::decode(b)?,
                 echo: (get_u64(b)?, get_u64(b)?),
             },
             11 => Msg::Ack {
@@ -306,7 +313,7 @@ impl Wire for Msg {
                 full: get_bool(b)?,
             },
             14 => Msg::Forward {
-                command: Command::decode(b)?,
+                commands: Vec::<Command>::decode(b)?,
             },
             _ => return Err(WireError::Invalid("message type")),
         })
@@ -378,7 +385,8 @@ pub fn sample_messages() -> Vec<Msg> {
         },
         Msg::Proposal {
             epoch: 4,
-            entry,
+            first: p,
+            commands: vec![cmd.clone(), cmd.clone()],
             echo: (7, 3),
         },
         Msg::Ack {
@@ -398,7 +406,9 @@ pub fn sample_messages() -> Vec<Msg> {
             last: z,
             full: true,
         },
-        Msg::Forward { command: cmd },
+        Msg::Forward {
+            commands: vec![cmd],
+        },
     ]
 }
 

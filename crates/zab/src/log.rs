@@ -27,12 +27,15 @@ pub struct Log {
 
 impl Log {
     pub fn restore(durable: DurableState<Entry, Hard>) -> Self {
-        let entries: VecDeque<Entry> = durable.records.into();
+        let entries: VecDeque<Entry> = durable.records.into_values().collect();
         let base = Point::from_position(durable.log_base);
-        debug_assert!(entries
-            .iter()
-            .enumerate()
-            .all(|(i, e)| e.slot == base.slot + 1 + i as u64));
+        assert!(
+            entries
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.slot == base.slot + 1 + i as u64),
+            "Zab's durable log is dense after its base"
+        );
         let last = entries.back().map_or(base, Entry::point);
         Self {
             base,
@@ -178,12 +181,7 @@ impl Log {
             p.1 = p.1.min(to);
         }
         self.durable = self.durable.min(to);
-        self.issue(
-            StorageOp::Truncate {
-                after_slot: to.slot,
-            },
-            ops,
-        )
+        self.issue(StorageOp::Truncate { after_key: to.slot }, ops)
     }
 
     /// Replace the whole log with a snapshot received from the leader.

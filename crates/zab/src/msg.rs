@@ -90,11 +90,12 @@ impl fmt::Debug for Entry {
 }
 
 impl LogRecord for Entry {
-    fn slot(&self) -> u64 {
+    /// Zab keys its log by the dense slot: one entry per command, in slot order.
+    fn key(&self) -> u64 {
         self.slot
     }
-    fn command_id(&self) -> Option<u64> {
-        Some(self.command.id)
+    fn carries(&self, id: u64) -> bool {
+        self.command.id == id
     }
 }
 
@@ -226,10 +227,12 @@ pub enum Msg {
     AckNewLeader { epoch: u32 },
     /// Leader → follower: start serving; everything up to `commit` is committed (UPTODATE).
     UpToDate { epoch: u32, commit: Point },
-    /// Broadcast L1: one proposal.
+    /// Broadcast L1: one proposal carrying a batch of commands, with consecutive zxids and
+    /// slots from `first` (each command keeps its own zxid, as ZooKeeper's transactions do).
     Proposal {
         epoch: u32,
-        entry: Entry,
+        first: Point,
+        commands: Vec<Command>,
         /// ZabCT's d measurement: the last ack stamp received from this follower and how long
         /// the leader held it (µs); (0, 0) when none.
         echo: (u64, u64),
@@ -260,8 +263,8 @@ pub enum Msg {
         /// Every follower of the cluster is synchronised with the leader (A3's membership view).
         full: bool,
     },
-    /// A follower forwards a client's command to the leader.
-    Forward { command: Command },
+    /// A follower forwards its clients' waiting commands to the leader, in submission order.
+    Forward { commands: Vec<Command> },
 }
 
 impl synod_core::MessageKind for Msg {
@@ -307,11 +310,21 @@ impl WireSize for Msg {
                     .iter()
                     .map(|e| 20 + payload_len(&e.command.payload))
                     .sum(),
-                Msg::Proposal { entry, .. } => 36 + payload_len(&entry.command.payload),
+                Msg::Proposal { commands, .. } => {
+                    40 + commands
+                        .iter()
+                        .map(|c| payload_len(&c.payload))
+                        .sum::<usize>()
+                }
                 Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
                 Msg::Ack { .. } => 21,
                 Msg::Ping { .. } => 29,
-                Msg::Forward { command } => payload_len(&command.payload),
+                Msg::Forward { commands } => {
+                    4 + commands
+                        .iter()
+                        .map(|c| payload_len(&c.payload))
+                        .sum::<usize>()
+                }
             }
     }
 }

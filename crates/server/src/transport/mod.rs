@@ -20,45 +20,80 @@
 //! so a slow follower cannot make the leader run out of memory. Queued messages are written in
 //! batches (one `write` for many small messages) with TCP_NODELAY.
 
-use crate::driver::DriverInput;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+mod frame;
+
+use bytes::{Bytes, BytesMut};
+use frame::{
+    decode_hello, decode_reply, encode_hello, encode_message, read_frame, reply, split_group,
+    FrameError, Hello, HELLO_MAX_FRAME, K_CHUNK, K_HELLO, K_LAST, K_REPLY, K_SUBMIT, K_WHOLE,
+};
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use synod_core::wire::{get_string, get_u16, get_u32, get_u8, put_str, Wire};
-use synod_core::NodeId;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use synod_core::wire::WireError;
+use synod_core::{GroupId, NodeId};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, info, warn};
 
-const MAGIC: u32 = 0x5359_4E44; // "SYND"
-const VERSION: u16 = 1;
-const K_WHOLE: u8 = 0;
-const K_CHUNK: u8 = 1;
-const K_LAST: u8 = 2;
-const K_HELLO: u8 = 3;
-const K_REPLY: u8 = 4;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const BATCH_BYTES: usize = 1 << 20;
 /// Read buffer of an established inbound peer connection.
 const PEER_READ_BUFFER: usize = 64 << 10;
-/// Largest hello or hello reply: a connection that has not identified itself gets no more.
-const HELLO_MAX_FRAME: usize = 4096;
 /// An inbound connection must complete its hello within this time.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A decoded peer message, of whichever protocol its group runs.
+pub type PeerMsg = Box<dyn Any + Send>;
+
+/// Turns a group's message bytes into its protocol's message.
+pub type Decoder = Arc<dyn Fn(Bytes) -> Result<PeerMsg, WireError> + Send + Sync>;
+
+/// What the transport delivers to the host.
+pub enum Inbound {
+    /// A message of `group` from `from`.
+    Message {
+        from: NodeId,
+        group: GroupId,
+        msg: PeerMsg,
+    },
+    /// A command for `group`, sent by a peer whose state machine addressed it (see
+    /// `crate::host`'s routing of messages between groups).
+    Submit {
+        from: NodeId,
+        group: GroupId,
+        payload: Bytes,
+    },
+    /// The connection with `peer` broke: messages in flight may be lost.
+    Disconnected { peer: NodeId },
+}
+
+/// One frame to send to a peer: a message or a submission of `group`, encoded once.
 #[derive(Clone, Debug)]
+pub struct Outgoing {
+    kind: u8,
+    group: GroupId,
+    data: Bytes,
+}
+
+#[derive(Clone)]
 pub struct TransportConfig {
     /// Peers this replica is cut off from (fault injection).
     pub cut: Arc<Cut>,
     pub cluster_id: String,
-    pub protocol: String,
     pub me: NodeId,
+    /// Every node of the cluster, this one included.
     pub members: BTreeMap<NodeId, SocketAddr>,
+    /// The groups this node runs and their protocols: a peer that runs one of them with
+    /// another protocol is refused.
+    pub groups: Vec<(GroupId, String)>,
+    /// How each group's messages are decoded.
+    pub decoders: Arc<HashMap<GroupId, Decoder>>,
     pub chunk_bytes: usize,
     pub max_message_bytes: usize,
     pub peer_queue: usize,
@@ -85,17 +120,34 @@ pub struct TransportStats {
 }
 
 /// The sending side of one peer.
-pub struct PeerSender<M> {
-    tx: mpsc::Sender<M>,
+pub struct PeerSender {
+    tx: mpsc::Sender<Outgoing>,
     reset: Arc<AtomicBool>,
     depth: Arc<AtomicU64>,
 }
 
-impl<M> PeerSender<M> {
-    /// Queue a message. Returns false when the queue is full: the caller treats the peer as
-    /// disconnected (the queue is dropped and the connection reset).
-    pub fn send(&self, msg: M) -> bool {
-        match self.tx.try_send(msg) {
+impl PeerSender {
+    /// Queue a message of `group`. Returns false when the queue is full: the caller treats the
+    /// peer as disconnected (the queue is dropped and the connection reset).
+    pub fn send(&self, group: GroupId, data: Bytes) -> bool {
+        self.queue(Outgoing {
+            kind: K_WHOLE,
+            group,
+            data,
+        })
+    }
+
+    /// Queue a command for `group`, to be submitted at the peer.
+    pub fn submit(&self, group: GroupId, payload: Bytes) -> bool {
+        self.queue(Outgoing {
+            kind: K_SUBMIT,
+            group,
+            data: payload,
+        })
+    }
+
+    fn queue(&self, o: Outgoing) -> bool {
+        match self.tx.try_send(o) {
             Ok(()) => {
                 self.depth.fetch_add(1, Ordering::Relaxed);
                 true
@@ -106,6 +158,7 @@ impl<M> PeerSender<M> {
             }
         }
     }
+
     pub fn depth(&self) -> u64 {
         self.depth.load(Ordering::Relaxed)
     }
@@ -133,133 +186,12 @@ impl Cut {
     }
 }
 
-fn frame(out: &mut BytesMut, kind: u8, data: &[u8]) {
-    let mut body = BytesMut::with_capacity(1 + data.len());
-    body.put_u8(kind);
-    body.put_slice(data);
-    out.put_u32(body.len() as u32);
-    out.put_u32(crc32c::crc32c(&body));
-    out.put_slice(&body);
-}
-
-/// Encode one message as one or more frames.
-fn encode_message<M: Wire>(out: &mut BytesMut, msg: &M, chunk: usize) {
-    let data = msg.to_bytes();
-    if data.len() <= chunk {
-        frame(out, K_WHOLE, &data);
-        return;
-    }
-    let mut rest = &data[..];
-    while rest.len() > chunk {
-        frame(out, K_CHUNK, &rest[..chunk]);
-        rest = &rest[chunk..];
-    }
-    frame(out, K_LAST, rest);
-}
-
-#[derive(Debug)]
-enum FrameError {
-    Io(io::Error),
-    Bad(String),
-}
-
-impl std::fmt::Display for FrameError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FrameError::Io(e) => write!(f, "{e}"),
-            FrameError::Bad(s) => write!(f, "{s}"),
-        }
-    }
-}
-
-impl From<io::Error> for FrameError {
-    fn from(e: io::Error) -> Self {
-        FrameError::Io(e)
-    }
-}
-
-/// Read one frame of at most `max_frame` bytes. Memory grows with the bytes that arrive, not
-/// with the length the frame claims. `Ok(None)` at a clean end of stream.
-async fn read_frame<R: AsyncRead + Unpin>(
-    s: &mut R,
-    max_frame: usize,
-) -> Result<Option<(u8, Bytes)>, FrameError> {
-    let mut head = [0u8; 8];
-    match s.read_exact(&mut head).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
-    let len = u32::from_be_bytes(head[..4].try_into().expect("4")) as usize;
-    let crc = u32::from_be_bytes(head[4..].try_into().expect("4"));
-    if len == 0 || len > max_frame {
-        return Err(FrameError::Bad(format!(
-            "frame length {len} outside 1..={max_frame}"
-        )));
-    }
-    let body = crate::read_body(s, len).await?;
-    if crc32c::crc32c(&body) != crc {
-        return Err(FrameError::Bad("frame checksum mismatch".into()));
-    }
-    let mut body = Bytes::from(body);
-    let kind = body.get_u8();
-    Ok(Some((kind, body)))
-}
-
-struct Hello {
-    cluster_id: String,
-    node_id: NodeId,
-    protocol: String,
-}
-
-fn encode_hello(h: &Hello) -> BytesMut {
-    let mut d = BytesMut::new();
-    d.put_u32(MAGIC);
-    d.put_u16(VERSION);
-    put_str(&mut d, &h.cluster_id);
-    d.put_u32(h.node_id);
-    put_str(&mut d, &h.protocol);
-    let mut out = BytesMut::new();
-    frame(&mut out, K_HELLO, &d);
-    out
-}
-
-fn decode_hello(mut b: Bytes) -> Result<Hello, String> {
-    let magic = get_u32(&mut b).map_err(|e| e.to_string())?;
-    if magic != MAGIC {
-        return Err("not a synod peer (bad magic)".into());
-    }
-    let version = get_u16(&mut b).map_err(|e| e.to_string())?;
-    if version != VERSION {
-        return Err(format!(
-            "peer protocol version {version}, expected {VERSION}"
-        ));
-    }
-    let cluster_id = get_string(&mut b, "cluster id", 256).map_err(|e| e.to_string())?;
-    let node_id = get_u32(&mut b).map_err(|e| e.to_string())?;
-    let protocol = get_string(&mut b, "protocol", 64).map_err(|e| e.to_string())?;
-    Ok(Hello {
-        cluster_id,
-        node_id,
-        protocol,
-    })
-}
-
-fn reply(ok: bool, reason: &str) -> BytesMut {
-    let mut d = BytesMut::new();
-    d.put_u8(ok as u8);
-    put_str(&mut d, reason);
-    let mut out = BytesMut::new();
-    frame(&mut out, K_REPLY, &d);
-    out
-}
-
 /// Start the sending side for every peer. Returns the per-peer senders.
-pub fn start_outbound<M: Wire + Send + 'static>(
+pub fn start_outbound<T: From<Inbound> + Send + 'static>(
     cfg: &TransportConfig,
-    events: mpsc::Sender<DriverInput<M>>,
+    events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
-) -> BTreeMap<NodeId, PeerSender<M>> {
+) -> BTreeMap<NodeId, PeerSender> {
     let mut senders = BTreeMap::new();
     for (&peer, &addr) in &cfg.members {
         if peer == cfg.me {
@@ -283,23 +215,27 @@ pub fn start_outbound<M: Wire + Send + 'static>(
     senders
 }
 
+fn my_hello(cfg: &TransportConfig) -> BytesMut {
+    encode_hello(&Hello {
+        cluster_id: cfg.cluster_id.clone(),
+        node_id: cfg.me,
+        groups: cfg.groups.clone(),
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
-async fn outbound_loop<M: Wire + Send + 'static>(
+async fn outbound_loop<T: From<Inbound> + Send + 'static>(
     cfg: TransportConfig,
     peer: NodeId,
     addr: SocketAddr,
-    mut rx: mpsc::Receiver<M>,
+    mut rx: mpsc::Receiver<Outgoing>,
     reset: Arc<AtomicBool>,
     depth: Arc<AtomicU64>,
-    events: mpsc::Sender<DriverInput<M>>,
+    events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
 ) {
     let mut backoff = Duration::from_millis(20);
-    let hello = encode_hello(&Hello {
-        cluster_id: cfg.cluster_id.clone(),
-        node_id: cfg.me,
-        protocol: cfg.protocol.clone(),
-    });
+    let hello = my_hello(&cfg);
     loop {
         if cfg.cut.is_cut(peer) {
             // Partitioned by fault injection: what is queued is lost, as on a broken link.
@@ -318,7 +254,7 @@ async fn outbound_loop<M: Wire + Send + 'static>(
                 reset.store(false, Ordering::Relaxed);
                 let why = pump(&cfg, peer, &mut stream, &mut rx, &reset, &depth, &stats).await;
                 match why {
-                    Pump::Closed => return, // the driver is gone: shutting down
+                    Pump::Closed => return, // the host is gone: shutting down
                     Pump::Failed(e) => debug!(peer, "connection to peer lost: {e}"),
                     Pump::TooSlow => {
                         stats.slow_peer_resets.fetch_add(1, Ordering::Relaxed);
@@ -333,7 +269,7 @@ async fn outbound_loop<M: Wire + Send + 'static>(
                 depth.store(0, Ordering::Relaxed);
                 let _ = stream.shutdown().await;
                 if events
-                    .send(DriverInput::Disconnected { peer })
+                    .send(Inbound::Disconnected { peer }.into())
                     .await
                     .is_err()
                 {
@@ -383,15 +319,11 @@ async fn connect(addr: SocketAddr, hello: &[u8]) -> Result<TcpStream, ConnectErr
         .await
         .map_err(|_| ConnectError::Io(io::ErrorKind::TimedOut.into()))?;
     match r {
-        Ok(Some((K_REPLY, mut b))) => {
-            let ok = get_u8(&mut b).map_err(|e| ConnectError::Refused(e.to_string()))?;
-            let reason = get_string(&mut b, "reason", 1024).unwrap_or_default();
-            if ok == 1 {
-                Ok(s)
-            } else {
-                Err(ConnectError::Refused(reason))
-            }
-        }
+        Ok(Some((K_REPLY, b))) => match decode_reply(b) {
+            Ok((true, _)) => Ok(s),
+            Ok((false, reason)) => Err(ConnectError::Refused(reason)),
+            Err(e) => Err(ConnectError::Refused(e)),
+        },
         Ok(_) => Err(ConnectError::Refused("unexpected reply".into())),
         Err(FrameError::Io(e)) => Err(ConnectError::Io(e)),
         Err(FrameError::Bad(b)) => Err(ConnectError::Refused(b)),
@@ -404,11 +336,11 @@ enum Pump {
     TooSlow,
 }
 
-async fn pump<M: Wire>(
+async fn pump(
     cfg: &TransportConfig,
     peer: NodeId,
     stream: &mut TcpStream,
-    rx: &mut mpsc::Receiver<M>,
+    rx: &mut mpsc::Receiver<Outgoing>,
     reset: &AtomicBool,
     depth: &AtomicU64,
     stats: &TransportStats,
@@ -426,12 +358,18 @@ async fn pump<M: Wire>(
         }
         buf.clear();
         let mut n = 1u64;
-        encode_message(&mut buf, &first, cfg.chunk_bytes);
+        encode_message(
+            &mut buf,
+            first.kind,
+            first.group,
+            &first.data,
+            cfg.chunk_bytes,
+        );
         // Coalesce whatever else is queued into the same write.
         while buf.len() < BATCH_BYTES {
             match rx.try_recv() {
                 Ok(m) => {
-                    encode_message(&mut buf, &m, cfg.chunk_bytes);
+                    encode_message(&mut buf, m.kind, m.group, &m.data, cfg.chunk_bytes);
                     n += 1;
                 }
                 Err(_) => break,
@@ -451,11 +389,11 @@ async fn pump<M: Wire>(
     }
 }
 
-/// Accept peers on `listener` and feed their messages to the driver.
-pub async fn serve_inbound<M: Wire + Send + 'static>(
+/// Accept peers on `listener` and feed their messages to the host.
+pub async fn serve_inbound<T: From<Inbound> + Send + 'static>(
     cfg: TransportConfig,
     listener: TcpListener,
-    events: mpsc::Sender<DriverInput<M>>,
+    events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
 ) {
     // One live inbound connection per peer: a newer one supersedes the older, whose leftover
@@ -496,11 +434,40 @@ pub async fn serve_inbound<M: Wire + Send + 'static>(
     }
 }
 
-async fn inbound<M: Wire + Send + 'static>(
+/// Accept a hello, or say why not.
+fn check_hello(cfg: &TransportConfig, h: Hello) -> Result<NodeId, String> {
+    if h.cluster_id != cfg.cluster_id {
+        return Err(format!(
+            "peer belongs to cluster '{}', this is cluster '{}'",
+            h.cluster_id, cfg.cluster_id
+        ));
+    }
+    if h.node_id == cfg.me || !cfg.members.contains_key(&h.node_id) {
+        return Err(format!(
+            "node id {} is not a peer of this replica",
+            h.node_id
+        ));
+    }
+    for (g, theirs) in &h.groups {
+        if let Some((_, ours)) = cfg.groups.iter().find(|(mine, _)| mine == g) {
+            if ours != theirs {
+                return Err(format!(
+                    "peer runs protocol '{theirs}' in group {g}, this node runs '{ours}'"
+                ));
+            }
+        }
+    }
+    if cfg.cut.is_cut(h.node_id) {
+        return Err(format!("node {} is cut off (fault injection)", h.node_id));
+    }
+    Ok(h.node_id)
+}
+
+async fn inbound<T: From<Inbound> + Send + 'static>(
     cfg: TransportConfig,
     mut s: TcpStream,
     addr: SocketAddr,
-    events: mpsc::Sender<DriverInput<M>>,
+    events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
     live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>>,
     handshake: tokio::sync::OwnedSemaphorePermit,
@@ -515,29 +482,7 @@ async fn inbound<M: Wire + Send + 'static>(
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no hello within {} s", HELLO_TIMEOUT.as_secs())),
     };
-    let check = hello.and_then(|h| {
-        if h.cluster_id != cfg.cluster_id {
-            Err(format!(
-                "peer belongs to cluster '{}', this is cluster '{}'",
-                h.cluster_id, cfg.cluster_id
-            ))
-        } else if h.protocol != cfg.protocol {
-            Err(format!(
-                "peer runs protocol '{}', this cluster runs '{}'",
-                h.protocol, cfg.protocol
-            ))
-        } else if cfg.cut.is_cut(h.node_id) {
-            Err(format!("node {} is cut off (fault injection)", h.node_id))
-        } else if h.node_id == cfg.me || !cfg.members.contains_key(&h.node_id) {
-            Err(format!(
-                "node id {} is not a peer of this replica",
-                h.node_id
-            ))
-        } else {
-            Ok(h.node_id)
-        }
-    });
-    let peer = match check {
+    let peer = match hello.and_then(|h| check_hello(&cfg, h)) {
         Ok(p) => p,
         Err(reason) => {
             stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
@@ -566,10 +511,10 @@ async fn inbound<M: Wire + Send + 'static>(
     {
         old.store(true, Ordering::SeqCst);
     }
-    let mut partial: Option<BytesMut> = None;
     // Buffered from here on: a peer coalesces many messages into one write, and they are read
     // with one recv instead of two per frame (profile.md). Large frames bypass the buffer.
     let mut s = tokio::io::BufReader::with_capacity(PEER_READ_BUFFER, s);
+    let mut reader = Reassembly::new(cfg.max_message_bytes);
     let why = loop {
         let (kind, data) = match read_frame(&mut s, max_frame).await {
             Ok(Some(f)) => f,
@@ -584,33 +529,12 @@ async fn inbound<M: Wire + Send + 'static>(
         stats
             .bytes_in
             .fetch_add(data.len() as u64 + 9, Ordering::Relaxed);
-        let whole = match kind {
-            K_WHOLE if partial.is_none() => data,
-            K_CHUNK | K_LAST => {
-                let p = partial.get_or_insert_with(BytesMut::new);
-                if p.len() + data.len() > cfg.max_message_bytes {
-                    stats.bad_frames.fetch_add(1, Ordering::Relaxed);
-                    break format!(
-                        "message larger than max_message_bytes ({})",
-                        cfg.max_message_bytes
-                    );
-                }
-                p.extend_from_slice(&data);
-                if kind == K_CHUNK {
-                    continue;
-                }
-                partial.take().expect("set").freeze()
-            }
-            _ => {
-                stats.bad_frames.fetch_add(1, Ordering::Relaxed);
-                break format!("unexpected frame kind {kind}");
-            }
-        };
-        let msg = match M::from_bytes(whole) {
-            Ok(m) => m,
+        let event = match reader.frame(kind, data, &cfg.decoders) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
             Err(e) => {
                 stats.bad_frames.fetch_add(1, Ordering::Relaxed);
-                break format!("undecodable message: {e}");
+                break e;
             }
         };
         if superseded.load(Ordering::SeqCst) {
@@ -619,11 +543,19 @@ async fn inbound<M: Wire + Send + 'static>(
         if cfg.cut.is_cut(peer) {
             break "cut by fault injection".to_string();
         }
-        if events
-            .send(DriverInput::Peer { from: peer, msg })
-            .await
-            .is_err()
-        {
+        let event = match event {
+            Assembled::Message(group, msg) => Inbound::Message {
+                from: peer,
+                group,
+                msg,
+            },
+            Assembled::Submit(group, payload) => Inbound::Submit {
+                from: peer,
+                group,
+                payload,
+            },
+        };
+        if events.send(event.into()).await.is_err() {
             return;
         }
     };
@@ -631,6 +563,7 @@ async fn inbound<M: Wire + Send + 'static>(
         || why.starts_with("undecodable")
         || why.starts_with("message larger")
         || why.starts_with("unexpected")
+        || why.starts_with("unknown group")
     {
         warn!(peer, %addr, "closing peer connection: {why}");
     } else {
@@ -645,173 +578,73 @@ async fn inbound<M: Wire + Send + 'static>(
             l.remove(&peer);
         }
     }
-    let _ = events.send(DriverInput::Disconnected { peer }).await;
+    let _ = events.send(Inbound::Disconnected { peer }.into()).await;
+}
+
+/// What one or more frames amount to.
+enum Assembled {
+    Message(GroupId, PeerMsg),
+    Submit(GroupId, Bytes),
+}
+
+/// Reassembles chunked messages and decodes each with its group's decoder.
+struct Reassembly {
+    partial: Option<(GroupId, BytesMut)>,
+    max_message_bytes: usize,
+}
+
+impl Reassembly {
+    fn new(max_message_bytes: usize) -> Self {
+        Reassembly {
+            partial: None,
+            max_message_bytes,
+        }
+    }
+
+    /// Feed one frame: `Ok(Some)` when a message is complete, `Ok(None)` inside a chunked one,
+    /// `Err` (with the reason to close the connection) on anything malformed.
+    fn frame(
+        &mut self,
+        kind: u8,
+        data: Bytes,
+        decoders: &HashMap<GroupId, Decoder>,
+    ) -> Result<Option<Assembled>, String> {
+        let (group, data) = split_group(data).map_err(|e| format!("malformed frame: {e}"))?;
+        let whole = match kind {
+            K_WHOLE | K_SUBMIT if self.partial.is_none() => data,
+            K_CHUNK | K_LAST => {
+                let (g, p) = self.partial.get_or_insert_with(|| (group, BytesMut::new()));
+                if *g != group {
+                    return Err(format!(
+                        "unexpected chunk of group {group} inside a message of group {g}"
+                    ));
+                }
+                if p.len() + data.len() > self.max_message_bytes {
+                    return Err(format!(
+                        "message larger than max_message_bytes ({})",
+                        self.max_message_bytes
+                    ));
+                }
+                p.extend_from_slice(&data);
+                if kind == K_CHUNK {
+                    return Ok(None);
+                }
+                self.partial.take().expect("set").1.freeze()
+            }
+            _ => return Err(format!("unexpected frame kind {kind}")),
+        };
+        let Some(decode) = decoders.get(&group) else {
+            return Err(format!("unknown group {group}"));
+        };
+        if kind == K_SUBMIT {
+            return Ok(Some(Assembled::Submit(group, whole)));
+        }
+        match decode(whole) {
+            Ok(m) => Ok(Some(Assembled::Message(group, m))),
+            Err(e) => Err(format!("undecodable message of group {group}: {e}")),
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn large_messages_are_chunked() {
-        #[derive(Debug, PartialEq)]
-        struct Blob(Bytes);
-        impl Wire for Blob {
-            fn encode(&self, b: &mut BytesMut) {
-                synod_core::wire::put_bytes(b, &self.0);
-            }
-            fn decode(b: &mut Bytes) -> synod_core::wire::WireResult<Self> {
-                Ok(Blob(synod_core::wire::get_bytes(b, "blob", 1 << 30)?))
-            }
-        }
-        let blob = Blob(Bytes::from(vec![9u8; 10_000]));
-        let mut out = BytesMut::new();
-        encode_message(&mut out, &blob, 4096);
-        // Walk the frames: 3 chunks (4096 + 4096 + rest).
-        let mut kinds = Vec::new();
-        let mut data = BytesMut::new();
-        let mut b = out.freeze();
-        while b.has_remaining() {
-            let len = b.get_u32() as usize;
-            let crc = b.get_u32();
-            let body = b.split_to(len);
-            assert_eq!(crc32c::crc32c(&body), crc);
-            kinds.push(body[0]);
-            data.extend_from_slice(&body[1..]);
-        }
-        assert_eq!(kinds, vec![K_CHUNK, K_CHUNK, K_LAST]);
-        assert_eq!(Blob::from_bytes(data.freeze()).unwrap(), blob);
-    }
-
-    mod hostile {
-        use super::*;
-        use crate::fuzz::{block_on, bounded, config, mutate, mutation};
-        use proptest::prelude::*;
-        use synod_zab::{Msg, Point, Zxid};
-
-        fn hello() -> Vec<u8> {
-            encode_hello(&Hello {
-                cluster_id: "c1".into(),
-                node_id: 2,
-                protocol: "zab".into(),
-            })
-            .to_vec()
-        }
-
-        /// Valid peer-port byte streams: a hello, a hello reply, frames of messages.
-        fn corpus() -> Vec<Vec<u8>> {
-            let mut msgs = BytesMut::new();
-            let p = Point {
-                zxid: Zxid::new(1, 2),
-                slot: 3,
-            };
-            for m in [
-                Msg::NewEpoch { epoch: 4 },
-                Msg::UpToDate {
-                    epoch: 4,
-                    commit: p,
-                },
-            ] {
-                encode_message(&mut msgs, &m, 1 << 20);
-            }
-            let mut chunked = BytesMut::new();
-            encode_message(
-                &mut chunked,
-                &Msg::Forward {
-                    command: synod_core::Command {
-                        id: 1,
-                        payload: Bytes::from(vec![1u8; 100]),
-                    },
-                },
-                16,
-            );
-            vec![
-                hello(),
-                reply(false, "no").to_vec(),
-                msgs.to_vec(),
-                chunked.to_vec(),
-            ]
-        }
-
-        /// Read frames from `data` as an inbound connection does: the hello with the hello
-        /// limit, then messages, decoded, with chunks reassembled.
-        fn consume(data: &[u8]) {
-            bounded(data.len(), || {
-                block_on(async {
-                    let mut r = data;
-                    match read_frame(&mut r, HELLO_MAX_FRAME).await {
-                        Ok(Some((K_HELLO, b))) => {
-                            let _ = decode_hello(b);
-                        }
-                        Ok(Some((K_REPLY, mut b))) => {
-                            let _ = get_u8(&mut b);
-                            let _ = get_string(&mut b, "reason", 1024);
-                        }
-                        _ => {}
-                    }
-                    let mut r = data;
-                    let mut partial = BytesMut::new();
-                    while let Ok(Some((kind, b))) = read_frame(&mut r, (1 << 20) + 65536).await {
-                        match kind {
-                            K_WHOLE => {
-                                let _ = Msg::from_bytes(b);
-                            }
-                            K_CHUNK => partial.extend_from_slice(&b),
-                            K_LAST => {
-                                partial.extend_from_slice(&b);
-                                let _ = Msg::from_bytes(std::mem::take(&mut partial).freeze());
-                            }
-                            _ => break,
-                        }
-                    }
-                })
-            });
-        }
-
-        proptest! {
-            #![proptest_config(config(3_000))]
-
-            #[test]
-            fn mutated_peer_streams_never_panic(
-                which in any::<usize>(),
-                muts in prop::collection::vec(mutation(), 1..5),
-            ) {
-                let c = corpus();
-                consume(&mutate(&c[which % c.len()], &muts, &c));
-            }
-
-            /// Mutations behind a valid checksum reach decode_hello itself.
-            #[test]
-            fn mutated_hellos_are_refused_or_accepted_never_panic(
-                muts in prop::collection::vec(mutation(), 1..5),
-            ) {
-                let h = hello();
-                let data = mutate(&h[9..], &muts, &[h[9..].to_vec()]);
-                let b = Bytes::from(data.clone());
-                if let Ok(h) = bounded(data.len(), || decode_hello(b)) {
-                    prop_assert!(h.cluster_id.len() <= 256 && h.protocol.len() <= 64);
-                }
-                let mut framed = BytesMut::new();
-                frame(&mut framed, K_HELLO, &data);
-                consume(&framed);
-            }
-
-            #[test]
-            fn random_peer_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
-                consume(&data);
-            }
-        }
-
-        #[test]
-        fn a_hello_claiming_a_megabyte_is_refused_unread() {
-            let mut d = BytesMut::new();
-            d.put_u32(1 << 20);
-            d.put_u32(0);
-            d.put_u8(K_HELLO);
-            let r = bounded(d.len(), || {
-                block_on(read_frame(&mut &d[..], HELLO_MAX_FRAME))
-            });
-            assert!(matches!(r, Err(FrameError::Bad(_))));
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,158 @@
+//! Background duties of the ZooKeeper front end: whether this server serves clients (from the
+//! group's view, as soon as it changes), touches of its sessions, and, on the replica the view
+//! names leader, session expiry and container/TTL reaping.
+
+use super::{now_ms, ConnEvent, Front, LocalSession};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use synod_zk::machine::{Effects, Txn};
+use tokio::sync::watch;
+use tracing::info;
+
+/// The effects of applied transactions on this server's clients.
+pub(super) struct FrontEffects {
+    pub(super) sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
+    pub(super) touches: Arc<Mutex<HashMap<i64, Instant>>>,
+}
+
+impl Effects for FrontEffects {
+    fn watch(&self, session: i64, event_type: i32, path: &str) {
+        let s = self.sessions.lock().expect("sessions");
+        if let Some(ls) = s.get(&session) {
+            if ls
+                .events
+                .try_send(ConnEvent(event_type, path.to_string()))
+                .is_err()
+            {
+                ls.close.send_replace(Some("too many queued watch events"));
+            }
+        }
+    }
+    fn session_closed(&self, session: i64) {
+        self.touches.lock().expect("touches").remove(&session);
+        let s = self.sessions.lock().expect("sessions");
+        if let Some(ls) = s.get(&session) {
+            ls.close.send_replace(Some("session closed"));
+        }
+    }
+    fn touched(&self, sessions: &[i64]) {
+        let now = Instant::now();
+        let mut t = self.touches.lock().expect("touches");
+        for s in sessions {
+            t.insert(*s, now);
+        }
+    }
+}
+
+/// How often the duties run (touch rounds every 500 ms, expiry and reaping checks).
+const DUTY_TICK: Duration = Duration::from_millis(50);
+
+/// Background duties: whether this server serves clients (on every change of the group's
+/// view); touches of its sessions; and, where the view names this replica leader, session
+/// expiry and container/TTL reaping.
+pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
+    let mut view = front.group.watch();
+    let mut tick = tokio::time::interval(DUTY_TICK);
+    let mut last_touch_round = Instant::now();
+    let mut led_epoch: Option<u64> = None;
+    let mut expiring: HashMap<i64, Instant> = HashMap::new();
+    let mut reaping: HashMap<String, Instant> = HashMap::new();
+    loop {
+        tokio::select! {
+            changed = view.changed() => {
+                if changed.is_err() {
+                    return; // the host is gone
+                }
+            }
+            _ = tick.tick() => {}
+        }
+        let v = *view.borrow_and_update();
+        // The planted stale-sync bug also keeps serving a server that lost its leader: it then
+        // answers reads (and "syncs") from a deposed state for as long as it is cut off.
+        let is_serving = front.cfg.bug_stale_sync || v.serving();
+        serving.send_if_modified(|s| {
+            let changed = *s != is_serving;
+            *s = is_serving;
+            changed
+        });
+        if !is_serving {
+            led_epoch = None;
+            continue;
+        }
+        if last_touch_round.elapsed() >= Duration::from_millis(500) {
+            last_touch_round = Instant::now();
+            let sessions: Vec<i64> = front.active.lock().expect("active").drain().collect();
+            if !sessions.is_empty() {
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let again = sessions.clone();
+                    if f.submit(Txn::Touch { sessions }).await.is_err() {
+                        // Not delivered (overload, no leader): try again next round rather than
+                        // let live sessions expire.
+                        f.active.lock().expect("active").extend(again);
+                    }
+                });
+            }
+        }
+        if v.leader != Some(front.group.me) {
+            led_epoch = None;
+            continue;
+        }
+        let now = Instant::now();
+        if led_epoch != Some(v.epoch) {
+            // A new leader gives every session a full timeout of grace.
+            led_epoch = Some(v.epoch);
+            let ids: Vec<i64> = front
+                .machine
+                .lock()
+                .expect("machine")
+                .tree
+                .sessions
+                .keys()
+                .copied()
+                .collect();
+            let mut t = front.touches.lock().expect("touches");
+            t.clear();
+            for id in ids {
+                t.insert(id, now);
+            }
+        }
+        let (expired, due) = {
+            let m = front.machine.lock().expect("machine");
+            let mut t = front.touches.lock().expect("touches");
+            let mut expired = Vec::new();
+            for (id, s) in m.tree.sessions.iter() {
+                let last = *t.entry(*id).or_insert(now);
+                if now.duration_since(last) > Duration::from_millis(s.timeout_ms.max(0) as u64) {
+                    expired.push(*id);
+                }
+            }
+            (expired, m.due_for_reaping(now_ms(), 100))
+        };
+        expiring.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
+        reaping.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
+        for id in expired {
+            if expiring.insert(id, now).is_none() {
+                info!(session = format!("{id:#x}"), "session expired");
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let _ = f.submit(Txn::CloseSession { session: id }).await;
+                });
+            }
+        }
+        for path in due {
+            if reaping.insert(path.clone(), now).is_none() {
+                let f = front.clone();
+                tokio::spawn(async move {
+                    let _ = f
+                        .submit(Txn::Reap {
+                            path,
+                            time_ms: now_ms(),
+                        })
+                        .await;
+                });
+            }
+        }
+    }
+}

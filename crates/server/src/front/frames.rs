@@ -1,0 +1,130 @@
+//! Request and reply frames of the client port: a 4-byte length, then the body. Memory grows
+//! with the bytes that arrive, never with the length a frame claims.
+
+use super::ConnEvent;
+use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
+use std::time::Duration;
+use synod_zk::jute::{err, event, xid, JuteWrite};
+use synod_zk::machine::Reply;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+/// Budget overhead counted per request besides its bytes.
+pub(super) const REQUEST_OVERHEAD: usize = 64;
+
+/// The length of a request frame from its 4-byte prefix, checked against jute.maxbuffer.
+fn request_len(head: [u8; 4], max_buffer: usize) -> Result<usize, String> {
+    let len = i32::from_be_bytes(head);
+    if len < 0 || len as usize > max_buffer {
+        return Err(format!(
+            "request length {len} is out of range (jute.maxbuffer is {max_buffer})"
+        ));
+    }
+    Ok(len as usize)
+}
+
+/// Read one request frame (its length prefix already read when `head` is given). Memory
+/// grows with the bytes that arrive, not with the length the prefix claims.
+pub async fn read_request<R: AsyncRead + Unpin>(
+    r: &mut R,
+    head: Option<[u8; 4]>,
+    max_buffer: usize,
+) -> Result<Bytes, String> {
+    let head = match head {
+        Some(h) => h,
+        None => {
+            let mut h = [0u8; 4];
+            r.read_exact(&mut h).await.map_err(|e| e.to_string())?;
+            h
+        }
+    };
+    let len = request_len(head, max_buffer)?;
+    let body = crate::read_body(r, len).await.map_err(|e| e.to_string())?;
+    Ok(Bytes::from(body))
+}
+
+/// The next request of an established connection, once this connection's byte budget has
+/// room for it; its body must arrive within `frame_timeout` of its length prefix.
+pub(super) async fn next_request<R: AsyncRead + Unpin>(
+    r: &mut R,
+    budget: &Arc<Semaphore>,
+    max_buffer: usize,
+    frame_timeout: Duration,
+) -> Result<(Bytes, OwnedSemaphorePermit), String> {
+    let mut head = [0u8; 4];
+    r.read_exact(&mut head).await.map_err(|e| e.to_string())?;
+    let len = request_len(head, max_buffer)?;
+    let permit = budget
+        .clone()
+        .acquire_many_owned((len + REQUEST_OVERHEAD) as u32)
+        .await
+        .map_err(|_| "connection budget closed".to_string())?;
+    let body = tokio::time::timeout(frame_timeout, crate::read_body(r, len))
+        .await
+        .map_err(|_| {
+            format!(
+                "a request of {len} bytes did not arrive within the session timeout ({} ms)",
+                frame_timeout.as_millis()
+            )
+        })?
+        .map_err(|e| e.to_string())?;
+    Ok((Bytes::from(body), permit))
+}
+
+pub(super) fn drain_events(events: &mut mpsc::Receiver<ConnEvent>, out: &mut BytesMut) {
+    while let Ok(ConnEvent(ty, path)) = events.try_recv() {
+        encode_event(out, ty, &path);
+    }
+}
+
+pub(super) fn encode_reply(out: &mut BytesMut, xid: i32, zxid: i64, reply: &Reply) {
+    let body_len = if reply.err == err::OK {
+        reply.body.len()
+    } else {
+        0
+    };
+    out.put_i32((16 + body_len) as i32);
+    out.int(xid);
+    out.long(zxid);
+    out.int(reply.err);
+    if reply.err == err::OK {
+        out.put_slice(&reply.body);
+    }
+}
+
+pub(super) fn encode_event(out: &mut BytesMut, ty: i32, path: &str) {
+    let mut b = BytesMut::new();
+    b.int(xid::NOTIFICATION);
+    b.long(-1);
+    b.int(err::OK);
+    b.int(ty);
+    b.int(event::STATE_SYNC_CONNECTED);
+    b.string(path);
+    out.put_i32(b.len() as i32);
+    out.put_slice(&b);
+}
+
+pub(super) async fn write_frame(w: &mut OwnedWriteHalf, body: &[u8]) -> std::io::Result<()> {
+    let mut b = BytesMut::with_capacity(4 + body.len());
+    b.put_i32(body.len() as i32);
+    b.put_slice(body);
+    w.write_all(&b).await
+}
+
+pub(super) async fn flush(
+    w: &mut OwnedWriteHalf,
+    out: &mut BytesMut,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let r = tokio::time::timeout(timeout, w.write_all(out)).await;
+    out.clear();
+    match r {
+        Ok(r) => r,
+        Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+    }
+}

@@ -1,0 +1,228 @@
+//! The handshake of a client connection: a four-letter word, or a ConnectRequest that creates
+//! a session or re-attaches one.
+
+use super::frames::{read_request, write_frame};
+use super::{Front, LocalSession};
+use bytes::{Bytes, BytesMut};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use synod_zk::jute::{Id, JuteWrite, Reader};
+use synod_zk::machine::Txn;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info};
+
+/// A ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd[, readOnly].
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConnectRequest {
+    pub protocol_version: i32,
+    pub last_zxid: i64,
+    pub timeout_ms: i32,
+    pub session_id: i64,
+    pub password: Bytes,
+}
+
+/// Parse the body of a ConnectRequest frame (the trailing readOnly flag is optional).
+pub fn parse_connect(body: Bytes) -> Result<ConnectRequest, synod_zk::jute::JuteError> {
+    let mut r = Reader::new(body);
+    Ok(ConnectRequest {
+        protocol_version: r.int()?,
+        last_zxid: r.long()?,
+        timeout_ms: r.int()?,
+        session_id: r.long()?,
+        password: r.buffer()?,
+    })
+}
+
+/// Parse the body of an auth request: type, scheme, credentials.
+pub fn parse_auth(body: Bytes) -> Result<(i32, String, Bytes), synod_zk::jute::JuteError> {
+    let mut r = Reader::new(body);
+    Ok((r.int()?, r.string()?, r.buffer()?))
+}
+
+impl Front {
+    pub(super) async fn connection(self: Arc<Self>, mut stream: TcpStream, addr: SocketAddr) {
+        // One deadline for the whole handshake: the first bytes and the ConnectRequest.
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(self.cfg.tuning.handshake_timeout_ms);
+        let mut head = [0u8; 4];
+        match tokio::time::timeout_at(deadline, stream.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => return self.handshake_timed_out(addr, "request"),
+        }
+        if head.iter().all(|b| b.is_ascii_lowercase()) {
+            let word = String::from_utf8_lossy(&head).to_string();
+            let text = self.four_letter_word(&word);
+            let write_timeout = Duration::from_millis(self.cfg.tuning.write_timeout_ms);
+            let _ = tokio::time::timeout(write_timeout, async {
+                stream.write_all(text.as_bytes()).await?;
+                stream.shutdown().await
+            })
+            .await;
+            return;
+        }
+        if !self.serving() {
+            debug!(%addr, "refusing a client: no established leader");
+            return;
+        }
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let why = self
+            .run_connection(stream, addr, head, conn, deadline)
+            .await;
+        self.stats.connections.fetch_sub(1, Ordering::Relaxed);
+        debug!(%addr, "client connection closed: {why}");
+    }
+
+    async fn run_connection(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        addr: SocketAddr,
+        head: [u8; 4],
+        conn: u64,
+        deadline: tokio::time::Instant,
+    ) -> String {
+        let (mut rd, mut wr) = stream.into_split();
+        let max_buffer = self.cfg.tuning.max_buffer;
+        let body =
+            match tokio::time::timeout_at(deadline, read_request(&mut rd, Some(head), max_buffer))
+                .await
+            {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => {
+                    self.closing(addr, &e);
+                    return e;
+                }
+                Err(_) => {
+                    self.handshake_timed_out(addr, "complete ConnectRequest");
+                    return "no connect request".into();
+                }
+            };
+        let Ok(ConnectRequest {
+            last_zxid,
+            timeout_ms: timeout,
+            session_id,
+            password: passwd,
+            ..
+        }) = parse_connect(body)
+        else {
+            self.closing(addr, "malformed connect request");
+            return "malformed connect request".into();
+        };
+        let applied_zxid = self.machine.lock().expect("machine").applied_zxid;
+        if last_zxid > applied_zxid {
+            info!(%addr, "refusing a client that has seen zxid {last_zxid:#x}, ahead of ours {applied_zxid:#x}; it must try another server");
+            return "client ahead of this server".into();
+        }
+        let timeout = timeout.clamp(
+            self.cfg.tuning.min_session_timeout_ms,
+            self.cfg.tuning.max_session_timeout_ms,
+        );
+        let (session, timeout, password) = if session_id == 0 {
+            let session = self.next_session.fetch_add(1, Ordering::Relaxed) as i64;
+            let password: [u8; 16] = rand::random();
+            let password = Bytes::copy_from_slice(&password);
+            match self
+                .submit(Txn::CreateSession {
+                    session,
+                    timeout_ms: timeout,
+                    password: password.clone(),
+                })
+                .await
+            {
+                Ok(_) => (session, timeout, password),
+                Err(e) => return format!("session creation failed: {e:?}"),
+            }
+        } else {
+            // Touch the session through the log first: it refreshes its liveness at the leader
+            // before we answer, and once applied here this replica has caught up with the
+            // session's creation (a lagging replica must not call a live session expired).
+            let touched = self
+                .submit(Txn::Touch {
+                    sessions: vec![session_id],
+                })
+                .await;
+            if let Err(e) = touched {
+                return format!("cannot re-attach session now: {e:?}");
+            }
+            let known = self
+                .machine
+                .lock()
+                .expect("machine")
+                .session(session_id)
+                .map(|s| (s.timeout_ms, s.password.clone()));
+            match known {
+                Some((t, pw)) if pw == passwd => {
+                    self.active.lock().expect("active").insert(session_id);
+                    (session_id, t, pw)
+                }
+                _ => {
+                    // Expired or wrong password: ZooKeeper answers with an invalid session.
+                    let mut b = BytesMut::new();
+                    b.int(0);
+                    b.int(0);
+                    b.long(0);
+                    b.buffer(&[0u8; 16]);
+                    b.boolean(false);
+                    let _ = write_frame(&mut wr, &b).await;
+                    return "expired session or wrong password".into();
+                }
+            }
+        };
+        let mut b = BytesMut::new();
+        b.int(0);
+        b.int(timeout);
+        b.long(session);
+        b.buffer(&password);
+        b.boolean(false);
+        if write_frame(&mut wr, &b).await.is_err() {
+            return "client went away".into();
+        }
+        let (ev_tx, ev_rx) = mpsc::channel(self.cfg.tuning.max_queued_events.max(1));
+        let (close_tx, close_rx) = watch::channel(None);
+        if let Some(old) = self.sessions.lock().expect("sessions").insert(
+            session,
+            LocalSession {
+                conn,
+                events: ev_tx,
+                close: close_tx,
+            },
+        ) {
+            old.close
+                .send_replace(Some("session moved to another connection"));
+        }
+        // The machine keeps watches per session; a session that moves here starts afresh
+        // (clients re-register with setWatches).
+        self.machine
+            .lock()
+            .expect("machine")
+            .watches
+            .drop_session(session);
+        let mut auth = vec![Id {
+            scheme: "ip".into(),
+            id: addr.ip().to_string(),
+        }];
+        let frame_timeout = Duration::from_millis(timeout.max(1) as u64);
+        let why = self
+            .requests(
+                session,
+                &mut auth,
+                rd,
+                wr,
+                ev_rx,
+                close_rx,
+                addr,
+                frame_timeout,
+            )
+            .await;
+        let mut s = self.sessions.lock().expect("sessions");
+        if s.get(&session).is_some_and(|ls| ls.conn == conn) {
+            s.remove(&session);
+        }
+        why
+    }
+}

@@ -1,0 +1,223 @@
+//! The ZooKeeper client port: connections, sessions, requests, watches and four-letter words.
+//! It serves the host's group 0, through a [`GroupHandle`]: commands go to the group, and the
+//! group's view (whether this replica serves, who leads) comes back through a watch.
+//!
+//! * **Order.** Requests of one connection are handled in order: writes are submitted to the
+//!   group as they come (pipelined), a read waits until every earlier write of its session has
+//!   been delivered here, and later writes wait for that read. Replies leave in request order,
+//!   and watch events fired by a delivery leave before any reply sent after that delivery.
+//! * **Sessions** are replicated: creation, close and liveness (`Touch`) are transactions. The
+//!   replica the group's view names leader expires a session that nobody touched for its
+//!   timeout (after a full timeout of grace when it becomes leader), and reaps container and TTL
+//!   nodes ([`duties`]).
+//! * **Linearizable sync.** `sync` is a transaction: its reply means a quorum ordered it in the
+//!   current epoch, so a read after it sees every write acknowledged before the sync began (a
+//!   deposed leader cannot answer it, unlike ZooKeeper's).
+//! * A server whose group does not serve accepts no client and drops its clients when it stops
+//!   serving, as ZooKeeper's followers do; clients reconnect elsewhere.
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | the listener, connection limits, the front's shared state |
+//! | `handshake.rs` | ConnectRequest: new sessions, re-attached sessions |
+//! | `requests.rs` | the request pipeline of one connection, local reads, auth |
+//! | `frames.rs` | request and reply frames |
+//! | `words.rs` | four-letter words |
+//! | `duties.rs` | serving or not, session touches, the leader's expiry and reaping |
+
+mod duties;
+mod frames;
+mod handshake;
+mod requests;
+mod words;
+
+pub use frames::read_request;
+pub use handshake::{parse_auth, parse_connect, ConnectRequest};
+pub use requests::digest_id;
+
+use crate::host::{GroupHandle, SubmitResult};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use synod_zk::machine::{Txn, ZkMachine};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+#[derive(Clone, Debug)]
+pub struct FrontConfig {
+    pub node_id: u32,
+    pub client_addr: SocketAddr,
+    /// Limits, timeouts and four-letter words (the `[zookeeper]` section of the config).
+    pub tuning: crate::config::ZkTuning,
+    /// `server.<id>=<peer address>` lines for `conf`.
+    pub peers: Vec<String>,
+    /// Planted bug (fault injection only): answer `sync` locally, without ordering it, and keep
+    /// serving clients without a leader.
+    pub bug_stale_sync: bool,
+}
+
+/// A watch event for a connection.
+struct ConnEvent(i32, String);
+
+struct LocalSession {
+    conn: u64,
+    events: mpsc::Sender<ConnEvent>,
+    /// Closing is signalled apart from the events, so that it is never lost or dropped: a full
+    /// event queue closes the connection rather than silently losing an event.
+    close: watch::Sender<Option<&'static str>>,
+}
+
+#[derive(Default)]
+struct Stats {
+    received: AtomicU64,
+    sent: AtomicU64,
+    connections: AtomicU64,
+    latency_sum_us: AtomicU64,
+    latency_count: AtomicU64,
+    latency_max_us: AtomicU64,
+}
+
+pub struct Front {
+    cfg: FrontConfig,
+    machine: Arc<Mutex<ZkMachine>>,
+    group: GroupHandle,
+    sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
+    /// Sessions that sent anything since the last touch round.
+    active: Mutex<HashSet<i64>>,
+    /// Leader side: when each session was last touched (from applied `Touch` transactions).
+    touches: Arc<Mutex<HashMap<i64, Instant>>>,
+    next_session: AtomicU64,
+    next_conn: AtomicU64,
+    serving: watch::Receiver<bool>,
+    stats: Stats,
+    started: Instant,
+    /// Open client sockets, those still in their handshake included (`max_connections`).
+    open: AtomicUsize,
+    refused: crate::RateLimitedWarn,
+    timed_out: crate::RateLimitedWarn,
+    /// Malformed or oversized input: anyone can send it, so it is logged at most once a second.
+    bad_input: crate::RateLimitedWarn,
+}
+
+/// Replies buffered for one connection before they are written out (a client that does not
+/// read then stalls its own connection, not the server's memory).
+const OUT_FLUSH_BYTES: usize = 1 << 20;
+/// Read buffer of an established client connection.
+const CLIENT_READ_BUFFER: usize = 8 << 10;
+
+/// Decrements the open-connection count when a connection task ends, however it ends.
+struct OpenGuard(Arc<Front>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::now_ms()
+}
+
+impl Front {
+    pub fn new(cfg: FrontConfig, machine: Arc<Mutex<ZkMachine>>, group: GroupHandle) -> Arc<Front> {
+        let sessions = Arc::new(Mutex::new(HashMap::new()));
+        let touches = Arc::new(Mutex::new(HashMap::new()));
+        machine
+            .lock()
+            .expect("machine")
+            .set_effects(Box::new(duties::FrontEffects {
+                sessions: sessions.clone(),
+                touches: touches.clone(),
+            }));
+        let (serving_tx, serving) = watch::channel(false);
+        let base = ((cfg.node_id as u64 & 0xFF) << 56)
+            | (((now_ms() as u64) << 16) & 0x00FF_FFFF_FFFF_0000);
+        let front = Arc::new(Front {
+            cfg,
+            machine,
+            group,
+            sessions,
+            active: Mutex::new(HashSet::new()),
+            touches,
+            next_session: AtomicU64::new(base),
+            next_conn: AtomicU64::new(1),
+            serving,
+            stats: Stats::default(),
+            started: Instant::now(),
+            open: AtomicUsize::new(0),
+            refused: crate::RateLimitedWarn::new(),
+            timed_out: crate::RateLimitedWarn::new(),
+            bad_input: crate::RateLimitedWarn::new(),
+        });
+        tokio::spawn(duties::run(front.clone(), serving_tx));
+        front
+    }
+
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, addr) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!("client listener: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let open = self.open.fetch_add(1, Ordering::Relaxed);
+            let guard = OpenGuard(self.clone());
+            if open >= self.cfg.tuning.max_connections {
+                drop((stream, guard));
+                if let Some(more) = self.refused.check() {
+                    warn!(
+                        %addr,
+                        "refusing a client connection: {open} are open (zookeeper.max_connections); {more} more refused since the last warning"
+                    );
+                }
+                continue;
+            }
+            let front = self.clone();
+            tokio::spawn(async move {
+                let _guard = guard;
+                let _ = stream.set_nodelay(true);
+                front.connection(stream, addr).await;
+            });
+        }
+    }
+
+    fn serving(&self) -> bool {
+        *self.serving.borrow()
+    }
+
+    async fn submit(&self, txn: Txn) -> SubmitResult {
+        self.group.submit(txn.encode()).await
+    }
+
+    /// A client closed for what it sent (or did not read): logged, rate-limited.
+    fn closing(&self, addr: SocketAddr, why: &str) {
+        if let Some(more) = self.bad_input.check() {
+            let more = if more > 0 {
+                format!(" ({more} more clients closed for bad input since the last message)")
+            } else {
+                String::new()
+            };
+            warn!(%addr, "closing a client: {why}{more}");
+        }
+    }
+
+    /// A connection that timed out in its handshake: logged, rate-limited.
+    fn handshake_timed_out(&self, addr: SocketAddr, what: &str) {
+        if let Some(more) = self.timed_out.check() {
+            info!(
+                %addr,
+                "closing a client that sent no {what} within {} ms (zookeeper.handshake_timeout_ms); {more} more since the last message",
+                self.cfg.tuning.handshake_timeout_ms
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The request pipeline of one client connection: writes submitted to the group as they come,
+//! reads served from this replica's state once no earlier write of the session is in flight,
+//! replies in request order, watch events before the replies sent after them.
+
+use super::frames::{
+    drain_events, encode_event, encode_reply, flush, next_request, REQUEST_OVERHEAD,
+};
+use super::handshake::parse_auth;
+use super::{now_ms, ConnEvent, Front, CLIENT_READ_BUFFER, OUT_FLUSH_BYTES};
+use crate::host::{SubmitError, SubmitResult};
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use synod_zk::jute::{err, op, Id, JuteWrite, Reader};
+use synod_zk::machine::{Reply, Txn};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+
+impl Front {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn requests(
+        self: &Arc<Self>,
+        session: i64,
+        auth: &mut Vec<Id>,
+        rd: OwnedReadHalf,
+        mut wr: OwnedWriteHalf,
+        mut events: mpsc::Receiver<ConnEvent>,
+        mut close: watch::Receiver<Option<&'static str>>,
+        addr: SocketAddr,
+        frame_timeout: Duration,
+    ) -> String {
+        // Frames are read by their own task so that a slow reply path backs up into TCP. The
+        // reader takes each request's bytes from this connection's budget before reading its
+        // body; they return when the request is answered, so what one connection pins is
+        // bounded (max_outstanding_bytes) however fast it sends and however slowly it reads.
+        let (frames_tx, mut frames) = mpsc::channel::<Request>(64);
+        let max_buffer = self.cfg.tuning.max_buffer;
+        let budget = Arc::new(Semaphore::new(
+            self.cfg
+                .tuning
+                .max_outstanding_bytes
+                .max(max_buffer + REQUEST_OVERHEAD),
+        ));
+        let reader = tokio::spawn(async move {
+            // Pipelined requests are read with one recv per batch rather than two per request
+            // (a small buffer: there may be thousands of connections).
+            let mut rd = tokio::io::BufReader::with_capacity(CLIENT_READ_BUFFER, rd);
+            loop {
+                let f = next_request(&mut rd, &budget, max_buffer, frame_timeout).await;
+                let stop = f.is_err();
+                if frames_tx.send(f).await.is_err() || stop {
+                    return;
+                }
+            }
+        });
+        let write_timeout = Duration::from_millis(self.cfg.tuning.write_timeout_ms);
+        let mut serving = self.serving.clone();
+        let mut backlog: VecDeque<(i32, i32, Bytes, Instant, OwnedSemaphorePermit)> =
+            VecDeque::new();
+        let mut pending: VecDeque<Pending> = VecDeque::new();
+        let mut out = BytesMut::new();
+        // Set once this client asked to close its session: the replicated close then closes the
+        // connection only after its reply is sent.
+        let mut closing = false;
+        let why = 'conn: loop {
+            // Start what may start: writes in order, a read once no earlier write is in flight.
+            while let Some((xid, code, _, _, _)) = backlog.front() {
+                let (xid, code) = (*xid, *code);
+                let planted = self.cfg.bug_stale_sync && code == op::SYNC;
+                if is_write(code) && !planted {
+                    let (_, _, body, t, permit) = backlog.pop_front().expect("front");
+                    let txn = if code == op::CLOSE_SESSION {
+                        Txn::CloseSession { session }
+                    } else {
+                        Txn::Op {
+                            session,
+                            time_ms: now_ms(),
+                            auth: auth.clone(),
+                            op: code,
+                            body,
+                        }
+                    };
+                    let Ok(rx) = self.group.submit_pipelined(txn.encode()).await else {
+                        break 'conn "server shutting down".to_string();
+                    };
+                    closing |= code == op::CLOSE_SESSION;
+                    pending.push_back(Pending::Write {
+                        xid,
+                        code,
+                        rx,
+                        t,
+                        _permit: permit,
+                    });
+                } else if pending.is_empty() {
+                    let (_, _, body, t, permit) = backlog.pop_front().expect("front");
+                    let e = self.local(session, auth, xid, code, body, &mut events, &mut out);
+                    drop(permit);
+                    // A failed auth, or an invalid opcode (a top-level check among them), closes
+                    // the connection after the error reply, as ZooKeeper does.
+                    let close = (code == op::AUTH && e != err::OK) || e == err::UNIMPLEMENTED;
+                    self.record(t);
+                    if close {
+                        let _ = flush(&mut wr, &mut out, write_timeout).await;
+                        reader.abort();
+                        return "authentication failed or invalid operation".into();
+                    }
+                    // Large replies (or many) go out before more are encoded.
+                    if out.len() >= OUT_FLUSH_BYTES {
+                        if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+                            break 'conn self.write_failed(addr, &wr, e);
+                        }
+                    }
+                } else {
+                    break;
+                }
+            }
+            if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+                break self.write_failed(addr, &wr, e);
+            }
+            let room = backlog.len() + pending.len() < self.cfg.tuning.max_outstanding;
+            tokio::select! {
+                biased;
+                ev = events.recv() => match ev {
+                    Some(ConnEvent(ty, path)) => encode_event(&mut out, ty, &path),
+                    None => break "event channel closed".to_string(),
+                },
+                _ = close.changed() => {
+                    let why = *close.borrow_and_update();
+                    match why {
+                        // Our own closeSession: its reply goes out first.
+                        Some("session closed") if closing => {}
+                        Some(why) => break why.to_string(),
+                        None => {}
+                    }
+                }
+                _ = serving.changed() => {
+                    if !*serving.borrow() {
+                        break "this server lost its leader".to_string();
+                    }
+                }
+                done = front_write(&mut pending), if !pending.is_empty() => {
+                    let Some((xid, code, result, t)) = done else { continue };
+                    drain_events(&mut events, &mut out);
+                    match result {
+                        Ok(applied) => {
+                            let reply = Reply::decode(&applied.result);
+                            encode_reply(&mut out, xid, applied.at.tag as i64, &reply);
+                            self.record(t);
+                            if code == op::CLOSE_SESSION {
+                                let _ = flush(&mut wr, &mut out, write_timeout).await;
+                                break "session closed by the client".to_string();
+                            }
+                        }
+                        Err(SubmitError::Busy) => {
+                            // Overloaded: this client's outcome is unknown; make it reconnect.
+                            break "server busy".to_string();
+                        }
+                        Err(e) => break format!("write not delivered here ({e:?})"),
+                    }
+                }
+                f = frames.recv(), if room => match f {
+                    Some(Ok((frame, permit))) => {
+                        self.stats.received.fetch_add(1, Ordering::Relaxed);
+                        self.active.lock().expect("active").insert(session);
+                        let mut r = Reader::new(frame);
+                        let (Ok(xid), Ok(code)) = (r.int(), r.int()) else {
+                            self.closing(addr, "malformed request header");
+                            break "malformed request header".to_string();
+                        };
+                        backlog.push_back((xid, code, r.rest(), Instant::now(), permit));
+                    }
+                    Some(Err(e)) => {
+                        if e.contains("out of range") || e.contains("did not arrive") {
+                            self.closing(addr, &e);
+                        }
+                        break e;
+                    }
+                    None => break "reader stopped".to_string(),
+                },
+            }
+        };
+        reader.abort();
+        if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
+            if e.kind() == std::io::ErrorKind::TimedOut {
+                let _ = wr.as_ref().set_zero_linger();
+            }
+        }
+        why
+    }
+
+    pub(super) fn write_failed(
+        &self,
+        addr: SocketAddr,
+        wr: &OwnedWriteHalf,
+        e: std::io::Error,
+    ) -> String {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            // Reset rather than close: a FIN would wait behind the unread replies, and the
+            // kernel would keep them for the orphaned socket long after we let go of it.
+            let _ = wr.as_ref().set_zero_linger();
+            let why = format!(
+                "replies not read for {} ms (zookeeper.write_timeout_ms)",
+                self.cfg.tuning.write_timeout_ms
+            );
+            self.closing(addr, &why);
+            why
+        } else {
+            "client went away".to_string()
+        }
+    }
+
+    pub(super) fn record(&self, since: Instant) {
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        let us = since.elapsed().as_micros() as u64;
+        self.stats.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.stats.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.stats.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// A request served here (reads, watch management, auth, ping): its reply is encoded into
+    /// `out` while the machine is locked, after every watch event already fired, so that no
+    /// event for a watch this request registers can overtake the reply (clients register the
+    /// watcher when the reply arrives). Returns the error code.
+    #[allow(clippy::too_many_arguments)]
+    fn local(
+        &self,
+        session: i64,
+        auth: &mut Vec<Id>,
+        xid: i32,
+        code: i32,
+        body: Bytes,
+        events: &mut mpsc::Receiver<ConnEvent>,
+        out: &mut BytesMut,
+    ) -> i32 {
+        let mut m = self.machine.lock().expect("machine");
+        let zxid = m.applied_zxid;
+        let reply = match code {
+            op::PING => Reply::ok(BytesMut::new()),
+            // Reached only with the planted stale-sync bug: sync answered from local state.
+            op::SYNC => {
+                let mut b = BytesMut::new();
+                b.string(&Reader::new(body).string().unwrap_or_default());
+                Reply::ok(b)
+            }
+            op::AUTH => match parse_auth(body) {
+                Ok((_, scheme, cred)) if scheme == "digest" => {
+                    let cred = String::from_utf8_lossy(&cred).to_string();
+                    match digest_id(&cred) {
+                        Some(id) => {
+                            let id = Id {
+                                scheme: "digest".into(),
+                                id,
+                            };
+                            if !auth.contains(&id) {
+                                auth.push(id);
+                            }
+                            Reply::ok(BytesMut::new())
+                        }
+                        None => Reply::error(err::AUTH_FAILED),
+                    }
+                }
+                _ => Reply::error(err::AUTH_FAILED),
+            },
+            _ => match m.read(session, auth, code, body) {
+                Ok(r) => r,
+                Err(_) => Reply::error(err::MARSHALLING_ERROR),
+            },
+        };
+        drain_events(events, out);
+        encode_reply(out, xid, zxid, &reply);
+        reply.err
+    }
+}
+
+/// A request read from a connection, with its share of the connection's byte budget.
+type Request = Result<(Bytes, OwnedSemaphorePermit), String>;
+
+enum Pending {
+    Write {
+        xid: i32,
+        code: i32,
+        rx: oneshot::Receiver<SubmitResult>,
+        t: Instant,
+        /// Released when the reply is encoded.
+        _permit: OwnedSemaphorePermit,
+    },
+}
+
+/// Wait for the oldest write in flight (replies leave in order).
+async fn front_write(p: &mut VecDeque<Pending>) -> Option<(i32, i32, SubmitResult, Instant)> {
+    let Pending::Write { rx, .. } = p.front_mut()?;
+    let r = rx.await.unwrap_or(Err(SubmitError::ShuttingDown));
+    let Some(Pending::Write { xid, code, t, .. }) = p.pop_front() else {
+        return None;
+    };
+    Some((xid, code, r, t))
+}
+
+fn is_write(code: i32) -> bool {
+    matches!(
+        code,
+        op::CREATE
+            | op::CREATE2
+            | op::CREATE_CONTAINER
+            | op::CREATE_TTL
+            | op::DELETE
+            | op::DELETE_CONTAINER
+            | op::SET_DATA
+            | op::SET_ACL
+            | op::MULTI
+            | op::SYNC
+            | op::CLOSE_SESSION
+    )
+}
+
+/// `user:password` → `user:base64(sha1(user:password))`, ZooKeeper's digest identity.
+pub fn digest_id(cred: &str) -> Option<String> {
+    use base64::Engine;
+    let (user, _) = cred.split_once(':')?;
+    let hash = sha1_smol::Sha1::from(cred.as_bytes()).digest().bytes();
+    Some(format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    ))
+}

@@ -1,0 +1,205 @@
+//! Peer frames and the hello that opens a connection.
+//!
+//! ```text
+//! frame:  [u32 length][u32 CRC32C of body][body]
+//! body:   u8 kind, then
+//!         kind 0 whole message, 1 chunk (more follow), 2 last chunk, 5 group submission:
+//!                u32 group, data
+//!         kind 3 hello, 4 hello reply (u8 ok, reason): data
+//! ```
+//!
+//! A message larger than the chunk size (a snapshot) travels as chunks of one group, reassembled
+//! up to `max_message_bytes`. A group submission carries a command for a group that this node
+//! cannot order itself (a state machine's message to another group, see `crate::host`).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::io;
+use synod_core::wire::{get_string, get_u16, get_u32, get_u8, put_str, WireError};
+use synod_core::{GroupId, NodeId};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+pub(crate) const MAGIC: u32 = 0x5359_4E44; // "SYND"
+/// Version 2: frames carry a group id; the hello lists the sender's groups.
+pub(crate) const VERSION: u16 = 2;
+pub(crate) const K_WHOLE: u8 = 0;
+pub(crate) const K_CHUNK: u8 = 1;
+pub(crate) const K_LAST: u8 = 2;
+pub(crate) const K_HELLO: u8 = 3;
+pub(crate) const K_REPLY: u8 = 4;
+pub(crate) const K_SUBMIT: u8 = 5;
+/// Largest hello or hello reply: a connection that has not identified itself gets no more.
+pub(crate) const HELLO_MAX_FRAME: usize = 16 << 10;
+/// Groups a hello may list.
+const MAX_HELLO_GROUPS: usize = 1024;
+
+pub(crate) fn frame(out: &mut BytesMut, kind: u8, data: &[u8]) {
+    let mut body = BytesMut::with_capacity(1 + data.len());
+    body.put_u8(kind);
+    body.put_slice(data);
+    out.put_u32(body.len() as u32);
+    out.put_u32(crc32c::crc32c(&body));
+    out.put_slice(&body);
+}
+
+/// A frame of a group: `kind`, the group id, then `data`, written without an intermediate copy
+/// of `data`.
+pub(crate) fn group_frame(out: &mut BytesMut, kind: u8, group: GroupId, data: &[u8]) {
+    let mut head = [0u8; 5];
+    head[0] = kind;
+    head[1..].copy_from_slice(&group.to_be_bytes());
+    let mut crc = crc32c::crc32c(&head);
+    crc = crc32c::crc32c_append(crc, data);
+    out.put_u32((head.len() + data.len()) as u32);
+    out.put_u32(crc);
+    out.put_slice(&head);
+    out.put_slice(data);
+}
+
+/// Encode one message of `group` as one or more frames.
+pub(crate) fn encode_message(
+    out: &mut BytesMut,
+    kind: u8,
+    group: GroupId,
+    data: &[u8],
+    chunk: usize,
+) {
+    if kind != K_WHOLE || data.len() <= chunk {
+        group_frame(out, kind, group, data);
+        return;
+    }
+    let mut rest = data;
+    while rest.len() > chunk {
+        group_frame(out, K_CHUNK, group, &rest[..chunk]);
+        rest = &rest[chunk..];
+    }
+    group_frame(out, K_LAST, group, rest);
+}
+
+#[derive(Debug)]
+pub(crate) enum FrameError {
+    Io(io::Error),
+    Bad(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Io(e) => write!(f, "{e}"),
+            FrameError::Bad(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl From<io::Error> for FrameError {
+    fn from(e: io::Error) -> Self {
+        FrameError::Io(e)
+    }
+}
+
+/// Read one frame of at most `max_frame` bytes. Memory grows with the bytes that arrive, not
+/// with the length the frame claims. `Ok(None)` at a clean end of stream.
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+    s: &mut R,
+    max_frame: usize,
+) -> Result<Option<(u8, Bytes)>, FrameError> {
+    let mut head = [0u8; 8];
+    match s.read_exact(&mut head).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let len = u32::from_be_bytes(head[..4].try_into().expect("4")) as usize;
+    let crc = u32::from_be_bytes(head[4..].try_into().expect("4"));
+    if len == 0 || len > max_frame {
+        return Err(FrameError::Bad(format!(
+            "frame length {len} outside 1..={max_frame}"
+        )));
+    }
+    let body = crate::read_body(s, len).await?;
+    if crc32c::crc32c(&body) != crc {
+        return Err(FrameError::Bad("frame checksum mismatch".into()));
+    }
+    let mut body = Bytes::from(body);
+    let kind = body.get_u8();
+    Ok(Some((kind, body)))
+}
+
+/// The group id that starts the data of a group frame.
+pub(crate) fn split_group(mut data: Bytes) -> Result<(GroupId, Bytes), FrameError> {
+    let group = get_u32(&mut data).map_err(|e| FrameError::Bad(format!("group frame: {e}")))?;
+    Ok((group, data))
+}
+
+/// Who is connecting, and which protocol each of its groups runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Hello {
+    pub cluster_id: String,
+    pub node_id: NodeId,
+    pub groups: Vec<(GroupId, String)>,
+}
+
+pub(crate) fn encode_hello(h: &Hello) -> BytesMut {
+    let mut d = BytesMut::new();
+    d.put_u32(MAGIC);
+    d.put_u16(VERSION);
+    put_str(&mut d, &h.cluster_id);
+    d.put_u32(h.node_id);
+    d.put_u32(h.groups.len() as u32);
+    for (g, p) in &h.groups {
+        d.put_u32(*g);
+        put_str(&mut d, p);
+    }
+    let mut out = BytesMut::new();
+    frame(&mut out, K_HELLO, &d);
+    out
+}
+
+pub(crate) fn decode_hello(mut b: Bytes) -> Result<Hello, String> {
+    let e = |e: WireError| e.to_string();
+    let magic = get_u32(&mut b).map_err(e)?;
+    if magic != MAGIC {
+        return Err("not a synod peer (bad magic)".into());
+    }
+    let version = get_u16(&mut b).map_err(e)?;
+    if version != VERSION {
+        return Err(format!(
+            "peer protocol version {version}, expected {VERSION}"
+        ));
+    }
+    let cluster_id = get_string(&mut b, "cluster id", 256).map_err(e)?;
+    let node_id = get_u32(&mut b).map_err(e)?;
+    let n = get_u32(&mut b).map_err(e)? as usize;
+    if n > MAX_HELLO_GROUPS {
+        return Err(format!(
+            "hello lists {n} groups (at most {MAX_HELLO_GROUPS})"
+        ));
+    }
+    let mut groups = Vec::with_capacity(n.min(b.remaining() / 8));
+    for _ in 0..n {
+        let g = get_u32(&mut b).map_err(e)?;
+        groups.push((g, get_string(&mut b, "protocol", 64).map_err(e)?));
+    }
+    if b.has_remaining() {
+        return Err(format!("{} bytes after the hello", b.remaining()));
+    }
+    Ok(Hello {
+        cluster_id,
+        node_id,
+        groups,
+    })
+}
+
+pub(crate) fn reply(ok: bool, reason: &str) -> BytesMut {
+    let mut d = BytesMut::new();
+    d.put_u8(ok as u8);
+    put_str(&mut d, reason);
+    let mut out = BytesMut::new();
+    frame(&mut out, K_REPLY, &d);
+    out
+}
+
+pub(crate) fn decode_reply(mut b: Bytes) -> Result<(bool, String), String> {
+    let ok = get_u8(&mut b).map_err(|e| e.to_string())?;
+    let reason = get_string(&mut b, "reason", 1024).unwrap_or_default();
+    Ok((ok == 1, reason))
+}

@@ -1,0 +1,253 @@
+use super::frame::*;
+use super::*;
+use bytes::{Buf, BufMut};
+use synod_core::wire::Wire;
+use synod_zab::{Msg, Point, Zxid};
+
+fn zab_decoders() -> HashMap<GroupId, Decoder> {
+    let d: Decoder = Arc::new(|b| Msg::from_bytes(b).map(|m| Box::new(m) as PeerMsg));
+    let mut m = HashMap::new();
+    m.insert(0, d.clone());
+    m.insert(7, d);
+    m
+}
+
+/// Walk frames, returning (kind, body without the kind byte).
+fn frames(mut b: Bytes) -> Vec<(u8, Bytes)> {
+    let mut out = Vec::new();
+    while b.has_remaining() {
+        let len = b.get_u32() as usize;
+        let crc = b.get_u32();
+        let mut body = b.split_to(len);
+        assert_eq!(crc32c::crc32c(&body), crc);
+        let kind = body.get_u8();
+        out.push((kind, body));
+    }
+    out
+}
+
+#[test]
+fn large_messages_are_chunked_and_reassembled_per_group() {
+    let msg = Msg::Forward {
+        commands: vec![synod_core::Command {
+            id: 1,
+            payload: Bytes::from(vec![9u8; 10_000]),
+        }],
+    };
+    let data = msg.to_bytes();
+    let mut out = BytesMut::new();
+    encode_message(&mut out, K_WHOLE, 7, &data, 4096);
+    let fs = frames(out.freeze());
+    assert_eq!(
+        fs.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        vec![K_CHUNK, K_CHUNK, K_LAST]
+    );
+    let decoders = zab_decoders();
+    let mut r = Reassembly::new(1 << 20);
+    let mut done = None;
+    for (k, b) in fs {
+        if let Some(a) = r.frame(k, b, &decoders).unwrap() {
+            done = Some(a);
+        }
+    }
+    let Some(Assembled::Message(7, m)) = done else {
+        panic!("a whole message of group 7")
+    };
+    assert_eq!(m.downcast::<Msg>().unwrap().to_bytes(), data);
+    // Too large for the limit: refused with the reason.
+    let mut r = Reassembly::new(5_000);
+    let mut out = BytesMut::new();
+    encode_message(&mut out, K_WHOLE, 7, &data, 4096);
+    let err = frames(out.freeze())
+        .into_iter()
+        .find_map(|(k, b)| r.frame(k, b, &decoders).err())
+        .unwrap();
+    assert!(err.contains("max_message_bytes"), "{err}");
+}
+
+#[test]
+fn frames_of_unknown_groups_and_undecodable_messages_close_the_connection() {
+    let decoders = zab_decoders();
+    let mut out = BytesMut::new();
+    group_frame(&mut out, K_WHOLE, 3, &Msg::NewEpoch { epoch: 1 }.to_bytes());
+    let (k, b) = frames(out.freeze()).remove(0);
+    let e = Reassembly::new(1 << 20)
+        .frame(k, b, &decoders)
+        .err()
+        .unwrap();
+    assert!(e.starts_with("unknown group"), "{e}");
+    let mut out = BytesMut::new();
+    group_frame(&mut out, K_WHOLE, 0, b"\xFFjunk");
+    let (k, b) = frames(out.freeze()).remove(0);
+    let e = Reassembly::new(1 << 20)
+        .frame(k, b, &decoders)
+        .err()
+        .unwrap();
+    assert!(e.starts_with("undecodable"), "{e}");
+}
+
+#[test]
+fn hellos_name_the_groups_and_mismatched_protocols_are_refused() {
+    let cfg = TransportConfig {
+        cut: Arc::default(),
+        cluster_id: "c1".into(),
+        me: 1,
+        members: [
+            (1, "127.0.0.1:1".parse().unwrap()),
+            (2, "127.0.0.1:2".parse().unwrap()),
+        ]
+        .into_iter()
+        .collect(),
+        groups: vec![(0, "zab".into()), (1, "zab-ct".into())],
+        decoders: Arc::new(zab_decoders()),
+        chunk_bytes: 1 << 20,
+        max_message_bytes: 1 << 30,
+        peer_queue: 10,
+        max_handshakes: 1,
+    };
+    let hello = |node, groups: Vec<(GroupId, &str)>| Hello {
+        cluster_id: "c1".into(),
+        node_id: node,
+        groups: groups
+            .into_iter()
+            .map(|(g, p)| (g, p.to_string()))
+            .collect(),
+    };
+    let round_trip = |h: &Hello| {
+        let (k, b) = frames(encode_hello(h).freeze()).remove(0);
+        assert_eq!(k, K_HELLO);
+        decode_hello(b).unwrap()
+    };
+    let h = hello(2, vec![(0, "zab"), (1, "zab-ct"), (5, "paxos")]);
+    assert_eq!(round_trip(&h), h);
+    assert_eq!(check_hello(&cfg, h), Ok(2));
+    let e = check_hello(&cfg, hello(2, vec![(1, "zab")])).unwrap_err();
+    assert!(e.contains("group 1"), "{e}");
+    assert!(
+        check_hello(&cfg, hello(1, vec![])).is_err(),
+        "not a peer: itself"
+    );
+    assert!(check_hello(&cfg, hello(3, vec![])).is_err(), "not a member");
+}
+
+mod hostile {
+    use super::*;
+    use crate::fuzz::{block_on, bounded, config, mutate, mutation};
+    use proptest::prelude::*;
+
+    fn hello() -> Vec<u8> {
+        encode_hello(&Hello {
+            cluster_id: "c1".into(),
+            node_id: 2,
+            groups: vec![(0, "zab".into())],
+        })
+        .to_vec()
+    }
+
+    /// Valid peer-port byte streams: a hello, a hello reply, frames of messages.
+    fn corpus() -> Vec<Vec<u8>> {
+        let mut msgs = BytesMut::new();
+        let p = Point {
+            zxid: Zxid::new(1, 2),
+            slot: 3,
+        };
+        for m in [
+            Msg::NewEpoch { epoch: 4 },
+            Msg::UpToDate {
+                epoch: 4,
+                commit: p,
+            },
+        ] {
+            encode_message(&mut msgs, K_WHOLE, 0, &m.to_bytes(), 1 << 20);
+        }
+        encode_message(&mut msgs, K_SUBMIT, 7, b"a command", 1 << 20);
+        let mut chunked = BytesMut::new();
+        let forward = Msg::Forward {
+            commands: vec![synod_core::Command {
+                id: 1,
+                payload: Bytes::from(vec![1u8; 100]),
+            }],
+        };
+        encode_message(&mut chunked, K_WHOLE, 0, &forward.to_bytes(), 16);
+        vec![
+            hello(),
+            reply(false, "no").to_vec(),
+            msgs.to_vec(),
+            chunked.to_vec(),
+        ]
+    }
+
+    /// Read frames from `data` as an inbound connection does: the hello with the hello
+    /// limit, then messages, reassembled and decoded.
+    fn consume(data: &[u8]) {
+        let decoders = zab_decoders();
+        bounded(data.len(), || {
+            block_on(async {
+                let mut r = data;
+                match read_frame(&mut r, HELLO_MAX_FRAME).await {
+                    Ok(Some((K_HELLO, b))) => {
+                        let _ = decode_hello(b);
+                    }
+                    Ok(Some((K_REPLY, b))) => {
+                        let _ = decode_reply(b);
+                    }
+                    _ => {}
+                }
+                let mut r = data;
+                let mut re = Reassembly::new(1 << 20);
+                while let Ok(Some((kind, b))) = read_frame(&mut r, (1 << 20) + 65536).await {
+                    if re.frame(kind, b, &decoders).is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+    }
+
+    proptest! {
+        #![proptest_config(config(3_000))]
+
+        #[test]
+        fn mutated_peer_streams_never_panic(
+            which in any::<usize>(),
+            muts in prop::collection::vec(mutation(), 1..5),
+        ) {
+            let c = corpus();
+            consume(&mutate(&c[which % c.len()], &muts, &c));
+        }
+
+        /// Mutations behind a valid checksum reach decode_hello itself.
+        #[test]
+        fn mutated_hellos_are_refused_or_accepted_never_panic(
+            muts in prop::collection::vec(mutation(), 1..5),
+        ) {
+            let h = hello();
+            let data = mutate(&h[9..], &muts, &[h[9..].to_vec()]);
+            let b = Bytes::from(data.clone());
+            if let Ok(h) = bounded(data.len(), || decode_hello(b)) {
+                prop_assert!(h.cluster_id.len() <= 256);
+                prop_assert!(h.groups.iter().all(|(_, p)| p.len() <= 64));
+            }
+            let mut framed = BytesMut::new();
+            frame(&mut framed, K_HELLO, &data);
+            consume(&framed);
+        }
+
+        #[test]
+        fn random_peer_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..512)) {
+            consume(&data);
+        }
+    }
+
+    #[test]
+    fn a_hello_claiming_a_megabyte_is_refused_unread() {
+        let mut d = BytesMut::new();
+        d.put_u32(1 << 20);
+        d.put_u32(0);
+        d.put_u8(K_HELLO);
+        let r = bounded(d.len(), || {
+            block_on(read_frame(&mut &d[..], HELLO_MAX_FRAME))
+        });
+        assert!(matches!(r, Err(FrameError::Bad(_))));
+    }
+}

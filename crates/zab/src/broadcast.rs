@@ -1,0 +1,436 @@
+//! Broadcast (zab.md §2.6): L1 propose, F1 log then ack, L2 commit on a quorum of acks, F2 and
+//! L3 deliver in order. A proposal carries a batch: every command the driver handed over at
+//! once (or a follower forwarded at once), each with its own zxid and slot, logged with one
+//! write, sent with one message per follower and acknowledged with one cumulative ack.
+
+use crate::{Bug, Entry, FStage, LStage, Msg, Phase, Point, Variant, Zab, ZabActions, Zxid};
+use synod_core::{quorum, Apply, Command, Event, NodeId, Reject};
+
+impl Zab {
+    pub(crate) fn on_submit(&mut self, commands: Vec<Command>, out: &mut ZabActions) {
+        let max_queued = self.opts.max_queued;
+        let last = self.log.last().slot;
+        let max_inflight = self.opts.max_inflight;
+        match &mut self.phase {
+            Phase::Leading(l) if l.stage == LStage::Broadcast => {
+                // Beyond the in-flight bound the rest of the batch is refused: a slow quorum
+                // pushes back on clients.
+                let room = max_inflight.saturating_sub(last - l.commit.slot) as usize;
+                let mut commands = commands;
+                let refused = commands.split_off(room.min(commands.len()));
+                reject(out, refused, Reject::Busy);
+                if !commands.is_empty() {
+                    self.propose(commands, out);
+                }
+            }
+            Phase::Leading(l) => {
+                let room = max_queued.saturating_sub(l.queued.len());
+                let mut commands = commands;
+                let refused = commands.split_off(room.min(commands.len()));
+                l.queued.extend(commands);
+                reject(out, refused, Reject::Busy);
+            }
+            Phase::Following(f) if f.stage == FStage::Broadcast => {
+                let leader = f.leader;
+                if self.opts.bug == Some(Bug::ForwardTwice) {
+                    let again = Msg::Forward {
+                        commands: commands.clone(),
+                    };
+                    self.send(out, leader, again);
+                }
+                self.send(out, leader, Msg::Forward { commands });
+            }
+            _ => reject(out, commands, Reject::NoLeader),
+        }
+    }
+
+    /// L1: assign the next zxids to a batch, log it and send it to every follower as one
+    /// proposal. The leader's own write runs in parallel with the sends; its own ack counts once
+    /// the write is durable.
+    pub fn propose(&mut self, commands: Vec<Command>, out: &mut ZabActions) {
+        assert!(
+            !commands.is_empty(),
+            "a proposal carries at least one command"
+        );
+        let last = self.log.last();
+        let Phase::Leading(l) = &mut self.phase else {
+            unreachable!("only a leader proposes")
+        };
+        assert!(
+            l.next_counter as u64 + commands.len() as u64 <= u32::MAX as u64,
+            "zxid counter of epoch {} exhausted",
+            l.epoch
+        );
+        let first = Point {
+            zxid: Zxid::new(l.epoch, l.next_counter),
+            slot: last.slot + 1,
+        };
+        l.next_counter += commands.len() as u32;
+        let epoch = l.epoch;
+        let now = self.now;
+        // Each proposal echoes the peer's last ack stamp with how long we held it (ZabCT's d).
+        let peers: Vec<(NodeId, (u64, u64))> = l
+            .peers
+            .iter_mut()
+            .map(|(&id, p)| {
+                let echo = match p.echo {
+                    (0, _) => (0, 0),
+                    (stamp, at) => (stamp, now.saturating_sub(at)),
+                };
+                p.echo = (0, 0);
+                (id, echo)
+            })
+            .collect();
+        let entries = batch_entries(first, &commands);
+        let proposal = |echo| Msg::Proposal {
+            epoch,
+            first,
+            commands: commands.clone(),
+            echo,
+        };
+        if self.opts.variant.leader_first() {
+            // [P]'s ZabAA: the proposal counts as the leader's ack, so it leaves only once the
+            // leader's own write is durable.
+            let seq = self.log.append(entries, &mut out.persist);
+            for (p, echo) in peers {
+                self.send_after(out, p, proposal(echo), seq);
+            }
+        } else {
+            // L1: the leader's write runs in parallel with the sends.
+            for (p, echo) in peers {
+                self.send(out, p, proposal(echo));
+            }
+            self.log.append(entries, &mut out.persist);
+        }
+        if self.opts.bug == Some(Bug::CommitOnOwnAck) {
+            self.advance_commit(out);
+        }
+    }
+
+    /// F1: a proposal must continue our log exactly; anything else means we missed something,
+    /// and we resynchronise rather than deliver.
+    pub fn on_proposal(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        first: Point,
+        commands: Vec<Command>,
+        echo: (u64, u64),
+        out: &mut ZabActions,
+    ) {
+        let bug = self.opts.bug;
+        let last = self.log.last();
+        let now = self.now;
+        let Some(f) = self.following_leader(from, epoch) else {
+            return;
+        };
+        // ZabCT's inputs: λ (proposals per second) and d, half the round trip of an ack stamp
+        // minus the leader's hold time — no clock is compared with another.
+        f.coin.proposals += 1;
+        if echo.0 > 0 {
+            let rtt = now.saturating_sub(echo.0).saturating_sub(echo.1);
+            let sample = rtt as f64 / 2.0;
+            f.coin.d_us = if f.coin.d_us == 0.0 {
+                sample
+            } else {
+                0.8 * f.coin.d_us + 0.2 * sample
+            };
+        }
+        if f.stage < FStage::Syncing {
+            self.become_looking(out);
+            return;
+        }
+        let expected = if last.zxid.epoch == epoch {
+            Zxid::new(epoch, last.zxid.counter + 1)
+        } else {
+            Zxid::new(epoch, 1)
+        };
+        let fits = first.zxid == expected
+            && first.slot == last.slot + 1
+            && !commands.is_empty()
+            && (first.zxid.counter as u64 + commands.len() as u64) <= u32::MAX as u64;
+        if !fits {
+            self.become_looking(out);
+            return;
+        }
+        let stage = f.stage;
+        let entries = batch_entries(first, &commands);
+        let zxid = entries.last().expect("non-empty").zxid;
+        self.log.append(entries, &mut out.persist);
+        if bug == Some(Bug::AckBeforeDurable) && stage >= FStage::Synced {
+            self.log.pretend_durable();
+            let ack = self.ack(epoch, zxid, false);
+            self.send(out, from, ack);
+        }
+    }
+
+    pub(crate) fn on_durable(&mut self, upto: u64, out: &mut ZabActions) {
+        if !self.log.on_durable(upto) && !matches!(self.phase, Phase::Leading(_)) {
+            return;
+        }
+        let durable = self.log.durable().zxid;
+        let variant = self.opts.variant;
+        let now = self.now;
+        match &mut self.phase {
+            Phase::Following(f) if f.stage >= FStage::Synced && variant != Variant::Zab => {
+                if durable > f.commit.zxid && f.uncommitted_since.is_none() {
+                    f.uncommitted_since = Some(now);
+                }
+                self.variant_ack(false, out);
+                self.follower_commit(out);
+            }
+            Phase::Following(f) if f.stage >= FStage::Synced && durable > f.acked => {
+                f.acked = durable;
+                let (leader, epoch) = (f.leader, f.epoch);
+                let ack = self.ack(epoch, durable, false);
+                self.send(out, leader, ack);
+            }
+            Phase::Leading(l) if l.stage == LStage::Broadcast => self.advance_commit(out),
+            Phase::Leading(_) => self.try_establish(out),
+            _ => {}
+        }
+    }
+
+    pub fn on_ack(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        zxid: Zxid,
+        zab: bool,
+        stamp: u64,
+        out: &mut ZabActions,
+    ) {
+        let now = self.now;
+        if let Phase::Following(f) = &mut self.phase {
+            // Variants: another follower's (cumulative) ack.
+            if f.epoch == epoch && from != f.leader && f.stage >= FStage::Synced {
+                let a = f.peer_acks.entry(from).or_insert(Zxid::ZERO);
+                if zxid > *a {
+                    *a = zxid;
+                    self.follower_commit(out);
+                }
+            }
+            return;
+        }
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if epoch != l.epoch {
+            return;
+        }
+        let Some(p) = l.peers.get_mut(&from) else {
+            return;
+        };
+        p.last_heard = now;
+        if stamp > 0 {
+            p.echo = (stamp, now);
+        }
+        if p.synced {
+            p.zab_vote = zab;
+            if zab && !l.zab_mode && self.opts.variant.switches() && l.stage == LStage::Broadcast {
+                // zab.md §6: one vote for Zab switches everyone (2PC-like).
+                self.switch_mode(true, out);
+            }
+        }
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        let Some(p) = l.peers.get_mut(&from) else {
+            return;
+        };
+        if !p.synced || zxid <= p.ack {
+            return;
+        }
+        p.ack = zxid;
+        if l.stage == LStage::Broadcast {
+            self.advance_commit(out);
+        }
+    }
+
+    /// L2: the highest zxid a quorum has durably logged (acks are cumulative) is committed.
+    pub fn advance_commit(&mut self, out: &mut ZabActions) {
+        let quorum = match self.opts.bug {
+            Some(Bug::CommitOnOwnAck) => 1,
+            _ => self.quorum(),
+        };
+        let own = if self.opts.bug == Some(Bug::CommitOnOwnAck) {
+            self.log.last().zxid
+        } else {
+            self.log.durable().zxid
+        };
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if l.stage != LStage::Broadcast {
+            return;
+        }
+        let mut acks: Vec<Zxid> = l
+            .peers
+            .values()
+            .filter(|p| p.synced)
+            .map(|p| p.ack)
+            .collect();
+        acks.push(own);
+        let Some(z) = quorum::kth_largest(&mut acks, quorum) else {
+            return;
+        };
+        if z <= l.commit.zxid {
+            return;
+        }
+        let at = self
+            .log
+            .point_of(z)
+            .expect("acked zxids are in the leader's log");
+        l.commit = at;
+        let epoch = l.epoch;
+        let zab = l.zab_mode || self.opts.variant.leader_commits();
+        if zab {
+            let peers: Vec<NodeId> = l.peers.keys().copied().collect();
+            for p in peers {
+                self.send(out, p, Msg::Commit { epoch, at, zab });
+            }
+        }
+        self.deliver(at, out);
+    }
+
+    pub fn on_commit(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        at: Point,
+        zab: bool,
+        out: &mut ZabActions,
+    ) {
+        let switches = self.opts.variant.switches();
+        let Some(f) = self.following_leader(from, epoch) else {
+            return;
+        };
+        if switches && f.zab_mode != zab {
+            // The leader's decision (prot of its commit): run Zab, or return to the variant.
+            f.zab_mode = zab;
+            if !zab {
+                f.wants_zab = false;
+                f.uncommitted_since = None;
+            }
+        }
+        f.commit = f.commit.max(at);
+        if f.stage >= FStage::Synced {
+            let commit = f.commit;
+            self.deliver(commit, out);
+        }
+    }
+
+    /// abdeliver every logged entry up to `commit`, in slot order.
+    pub fn deliver(&mut self, commit: Point, out: &mut ZabActions) {
+        let upto = commit.slot.min(self.log.last().slot);
+        if let Some(e) = self.log.get(commit.slot) {
+            assert_eq!(e.zxid, commit.zxid, "a commit names an entry of our log");
+        }
+        while self.applied < upto {
+            let e = self
+                .log
+                .get(self.applied + 1)
+                .expect("committed entries above the snapshot are in the log");
+            out.apply.push(Apply::Command {
+                at: e.point().position(),
+                command: e.command.clone(),
+            });
+            self.applied += 1;
+        }
+    }
+
+    /// A follower's cumulative ack, stamped with our clock (echoed back for ZabCT's d).
+    pub(crate) fn ack(&self, epoch: u32, zxid: Zxid, zab: bool) -> Msg {
+        Msg::Ack {
+            epoch,
+            zxid,
+            zab,
+            stamp: self.now,
+        }
+    }
+
+    pub fn on_ping(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        commit: Point,
+        last: Zxid,
+        full: bool,
+        out: &mut ZabActions,
+    ) {
+        let now = self.now;
+        let Some(f) = self.following_leader(from, epoch) else {
+            return;
+        };
+        if f.stage < FStage::Synced {
+            return;
+        }
+        if full {
+            f.full_since.get_or_insert(now);
+        } else {
+            f.full_since = None;
+        }
+        let zab = f.wants_zab;
+        f.commit = f.commit.max(commit);
+        let commit = f.commit;
+        if last > self.log.last().zxid {
+            // FIFO: every proposal up to `last` was sent before this ping, so we lost one.
+            self.become_looking(out);
+            return;
+        }
+        // The heartbeat reply is a cumulative ack that also carries our vote.
+        let ack = self.ack(epoch, self.log.durable().zxid, zab);
+        self.send(out, from, ack);
+        self.deliver(commit, out);
+    }
+
+    /// Leader: a follower forwarded its clients' commands; they become one proposal.
+    pub fn on_forward(&mut self, from: NodeId, commands: Vec<Command>, out: &mut ZabActions) {
+        let max_queued = self.opts.max_queued;
+        let now = self.now;
+        let room_inflight =
+            self.opts
+                .max_inflight
+                .saturating_sub(self.log.last().slot.saturating_sub(match &self.phase {
+                    Phase::Leading(l) => l.commit.slot,
+                    _ => 0,
+                })) as usize;
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if let Some(p) = l.peers.get_mut(&from) {
+            p.last_heard = now;
+        }
+        // Beyond the bounds commands are dropped: the forwarding replica's client sees no
+        // delivery and retries, as after any lost connection.
+        let mut commands = commands;
+        if l.stage == LStage::Broadcast {
+            commands.truncate(room_inflight);
+            if !commands.is_empty() {
+                self.propose(commands, out);
+            }
+        } else {
+            commands.truncate(max_queued.saturating_sub(l.queued.len()));
+            l.queued.extend(commands);
+        }
+    }
+}
+
+/// The log entries of a batch proposed from `first`: consecutive zxids and slots.
+fn batch_entries(first: Point, commands: &[Command]) -> Vec<Entry> {
+    commands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Entry {
+            zxid: Zxid::new(first.zxid.epoch, first.zxid.counter + i as u32),
+            slot: first.slot + i as u64,
+            command: c.clone(),
+        })
+        .collect()
+}
+
+fn reject(out: &mut ZabActions, commands: Vec<Command>, reason: Reject) {
+    for c in commands {
+        out.events.push(Event::Rejected { id: c.id, reason });
+    }
+}

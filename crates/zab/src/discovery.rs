@@ -1,0 +1,196 @@
+//! Discovery (zab.md §2.4): the prospective leader collects FOLLOWERINFO from a quorum, picks
+//! an epoch above every accepted epoch, and proposes it with NEWEPOCH; followers accept it
+//! durably and answer ACKEPOCH with a summary of their log.
+
+use crate::{
+    Coin, FStage, Follower, Hard, LStage, Leader, Msg, Phase, Point, Zab, ZabActions, Zxid,
+};
+use std::collections::{BTreeMap, VecDeque};
+use synod_core::NodeId;
+
+impl Zab {
+    pub(crate) fn start_following(&mut self, leader: NodeId, out: &mut ZabActions) {
+        self.phase = Phase::Following(Follower {
+            leader,
+            epoch: 0,
+            stage: FStage::Info,
+            last_heard: self.now,
+            next_info: self.now + self.opts.heartbeat_us,
+            commit: Point::default(),
+            acked: Zxid::ZERO,
+            peer_acks: BTreeMap::new(),
+            uncommitted_since: None,
+            last_toss: self.now,
+            zab_mode: false,
+            wants_zab: false,
+            full_since: None,
+            last_forced: self.now,
+            coin: Coin {
+                p: self.opts.variant.coin(self.cluster.size()).unwrap_or(1.0),
+                window_start: self.now,
+                proposals: 0,
+                d_us: 0.0,
+                feasible_streak: 0,
+                infeasible: false,
+            },
+        });
+        self.send_follower_info(leader, out);
+    }
+
+    pub(crate) fn send_follower_info(&self, leader: NodeId, out: &mut ZabActions) {
+        let hard = self.log.hard();
+        let msg = Msg::FollowerInfo {
+            accepted_epoch: hard.accepted_epoch,
+            accepted_leader: hard.accepted_leader,
+        };
+        self.send(out, leader, msg);
+    }
+
+    pub(crate) fn start_leading(&mut self, out: &mut ZabActions) {
+        let mut infos = BTreeMap::new();
+        infos.insert(self.cluster.me, self.log.hard().accepted_epoch);
+        self.phase = Phase::Leading(Leader {
+            epoch: 0,
+            stage: LStage::Discovery,
+            started: self.now,
+            infos,
+            ack_epochs: BTreeMap::new(),
+            peers: BTreeMap::new(),
+            epoch_seq: 0,
+            ready_seq: 0,
+            commit: Point::default(),
+            next_counter: 1,
+            next_ping: self.now,
+            queued: VecDeque::new(),
+            elected_with: (self.log.hard().current_epoch, self.log.last().zxid),
+            zab_mode: false,
+        });
+        self.try_new_epoch(out);
+    }
+
+    /// Leader, discovery: FOLLOWERINFO from a prospective follower.
+    pub fn on_follower_info(
+        &mut self,
+        from: NodeId,
+        accepted_epoch: u32,
+        accepted_leader: NodeId,
+        out: &mut ZabActions,
+    ) {
+        let me = self.cluster.me;
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if l.stage != LStage::Discovery
+            && (accepted_epoch > l.epoch || (accepted_epoch == l.epoch && accepted_leader != me))
+        {
+            // It accepted our epoch number from another candidate, so it will (rightly) never
+            // ack ours: a replica acks one leader per epoch. Step down so that the next
+            // election picks an epoch above it, rather than leave it out for good.
+            self.become_looking(out);
+            return;
+        }
+        // A follower that reconnects starts over.
+        l.peers.remove(&from);
+        l.ack_epochs.remove(&from);
+        l.infos.insert(from, accepted_epoch);
+        if l.stage == LStage::Discovery {
+            self.try_new_epoch(out);
+        } else {
+            let (epoch, seq) = (l.epoch, l.epoch_seq);
+            self.send_after(out, from, Msg::NewEpoch { epoch }, seq);
+        }
+    }
+
+    /// With FOLLOWERINFO from a quorum, pick an epoch above every accepted epoch and propose it.
+    fn try_new_epoch(&mut self, out: &mut ZabActions) {
+        let quorum = self.quorum();
+        let me = self.cluster.me;
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if l.stage != LStage::Discovery || l.infos.len() < quorum {
+            return;
+        }
+        let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
+        l.epoch = epoch;
+        l.stage = LStage::AwaitAckEpoch;
+        let followers: Vec<NodeId> = l.infos.keys().copied().filter(|&p| p != me).collect();
+        let hard = Hard {
+            accepted_epoch: epoch,
+            accepted_leader: me,
+            ..self.log.hard()
+        };
+        let seq = self.log.set_hard(hard, &mut out.persist);
+        if let Phase::Leading(l) = &mut self.phase {
+            l.epoch_seq = seq;
+        }
+        for p in followers {
+            self.send_after(out, p, Msg::NewEpoch { epoch }, seq);
+        }
+        self.try_start_sync(out);
+    }
+
+    /// Follower, discovery: accept the new epoch durably, then ACKEPOCH with our log summary.
+    pub fn on_new_epoch(&mut self, from: NodeId, epoch: u32, out: &mut ZabActions) {
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
+        if from != f.leader || f.stage != FStage::Info {
+            return;
+        }
+        let hard = self.log.hard();
+        let ok = epoch > hard.accepted_epoch
+            || (epoch == hard.accepted_epoch && hard.accepted_leader == from);
+        if !ok {
+            self.become_looking(out);
+            return;
+        }
+        f.epoch = epoch;
+        f.stage = FStage::AwaitSync;
+        f.last_heard = self.now;
+        let seq = if epoch > hard.accepted_epoch {
+            let h = Hard {
+                accepted_epoch: epoch,
+                accepted_leader: from,
+                ..hard
+            };
+            self.log.set_hard(h, &mut out.persist)
+        } else {
+            self.log.hard_seq()
+        };
+        let msg = Msg::AckEpoch {
+            epoch,
+            current_epoch: hard.current_epoch,
+            summary: self.log.summary(self.opts.max_summary_epochs),
+        };
+        self.send_after(out, from, msg, seq);
+    }
+
+    /// With ACKEPOCH from a quorum, make the epoch current durably and synchronise every
+    /// follower that acknowledged it.
+    pub(crate) fn try_start_sync(&mut self, out: &mut ZabActions) {
+        let quorum = self.quorum();
+        let Phase::Leading(l) = &mut self.phase else {
+            return;
+        };
+        if l.stage != LStage::AwaitAckEpoch || l.ack_epochs.len() + 1 < quorum {
+            return;
+        }
+        l.stage = LStage::AwaitNewLeaderAcks;
+        let epoch = l.epoch;
+        let acked = std::mem::take(&mut l.ack_epochs);
+        let hard = Hard {
+            current_epoch: epoch,
+            led_epoch: epoch,
+            ..self.log.hard()
+        };
+        let seq = self.log.set_hard(hard, &mut out.persist);
+        if let Phase::Leading(l) = &mut self.phase {
+            l.ready_seq = seq;
+        }
+        for (p, summary) in acked {
+            self.sync_follower(p, &summary, out);
+        }
+        self.try_establish(out);
+    }
+}

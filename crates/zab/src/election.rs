@@ -1,0 +1,211 @@
+//! Fast leader election (zab.md §2.2): votes ⟨current epoch, last zxid, id⟩, rounds, and the
+//! finalize wait before a vote with a quorum decides.
+
+use crate::{Bug, Election, Msg, PeerState, Phase, Vote, Zab, ZabActions, Zxid};
+use std::collections::BTreeMap;
+use synod_core::{Dest, Envelope, Event, NodeId, View};
+
+impl Zab {
+    pub(crate) fn my_vote(&self) -> Vote {
+        if self.opts.bug == Some(Bug::ElectAnyone) {
+            return Vote {
+                epoch: 0,
+                zxid: Zxid::ZERO,
+                leader: self.cluster.me,
+            };
+        }
+        Vote {
+            epoch: self.log.hard().current_epoch,
+            zxid: self.log.last().zxid,
+            leader: self.cluster.me,
+        }
+    }
+
+    pub(crate) fn reset_election(&mut self) {
+        self.round += 1;
+        let vote = self.my_vote();
+        let mut recv = BTreeMap::new();
+        recv.insert(self.cluster.me, vote);
+        self.phase = Phase::Looking(Election {
+            vote,
+            recv,
+            settled: BTreeMap::new(),
+            next_send: self.now,
+            resend_us: self.opts.election_resend_us,
+            decide_at: None,
+        });
+    }
+
+    /// SC1/SC2, a failed discovery or an inconsistency: go back to election (LOOKING).
+    pub fn become_looking(&mut self, out: &mut ZabActions) {
+        self.reset_election();
+        out.events.push(Event::View(View::electing(
+            self.log.hard().current_epoch as u64,
+        )));
+        self.broadcast_vote(out);
+    }
+
+    pub(crate) fn broadcast_vote(&mut self, out: &mut ZabActions) {
+        let suspended = self.suspended_until_above.is_some();
+        let Phase::Looking(el) = &mut self.phase else {
+            return;
+        };
+        let vote = if suspended {
+            // A1.1: a recovered leader neither votes nor stands. It still announces itself with
+            // an abstaining vote (for no one, lower than any real vote) so that settled peers
+            // tell it who leads, and it joins a leader of a later epoch.
+            Vote::default()
+        } else {
+            el.vote
+        };
+        el.next_send = self.now + el.resend_us;
+        el.resend_us = (el.resend_us * 2).min(self.opts.election_resend_max_us);
+        let msg = Msg::Notification {
+            round: self.round,
+            vote,
+            state: PeerState::Looking,
+        };
+        out.send.push(Envelope {
+            to: Dest::All,
+            msg,
+            after_durable: 0,
+        });
+    }
+
+    /// The vote a settled (following or leading) replica reports to a LOOKING peer.
+    fn settled_notification(&self) -> Option<Msg> {
+        let (leader, state) = match &self.phase {
+            Phase::Following(f) => (f.leader, PeerState::Following),
+            Phase::Leading(_) => (self.cluster.me, PeerState::Leading),
+            Phase::Looking(_) => return None,
+        };
+        Some(Msg::Notification {
+            round: self.round,
+            vote: Vote {
+                epoch: self.log.hard().current_epoch,
+                zxid: self.log.last().zxid,
+                leader,
+            },
+            state,
+        })
+    }
+
+    pub fn on_notification(
+        &mut self,
+        from: NodeId,
+        round: u64,
+        vote: Vote,
+        state: PeerState,
+        out: &mut ZabActions,
+    ) {
+        if !matches!(self.phase, Phase::Looking(_)) {
+            // Tell a LOOKING peer whom we follow, so it can join without a new election.
+            if state == PeerState::Looking {
+                if let Some(n) = self.settled_notification() {
+                    self.send(out, from, n);
+                }
+            }
+            return;
+        }
+        if self.suspended_until_above.is_some_and(|e| vote.epoch > e) {
+            // A1.1: a vote naming a later epoch proves our successor was installed; rejoin.
+            self.suspended_until_above = None;
+            if let Phase::Looking(el) = &mut self.phase {
+                el.vote = Vote {
+                    epoch: self.log.hard().current_epoch,
+                    zxid: self.log.last().zxid,
+                    leader: self.cluster.me,
+                };
+                el.recv.insert(self.cluster.me, el.vote);
+            }
+        }
+        let me = self.cluster.me;
+        let quorum = self.quorum();
+        let my_initial = self.my_vote();
+        let mut rebroadcast = false;
+        let mut reply = false;
+        let mut join = None;
+        {
+            let Phase::Looking(el) = &mut self.phase else {
+                unreachable!()
+            };
+            match state {
+                PeerState::Looking if self.suspended_until_above.is_some() => {}
+                // An abstaining vote (a suspended replica, A1.1) is neither adopted nor counted.
+                PeerState::Looking if vote.leader == 0 => {}
+                PeerState::Looking => {
+                    if round > self.round {
+                        self.round = round;
+                        el.recv.clear();
+                        el.vote = my_initial.max(vote);
+                        el.recv.insert(me, el.vote);
+                        el.decide_at = None;
+                        rebroadcast = true;
+                    } else if round < self.round {
+                        reply = true;
+                    } else if vote > el.vote {
+                        el.vote = vote;
+                        el.recv.insert(me, vote);
+                        el.decide_at = None;
+                        rebroadcast = true;
+                    }
+                    if round == self.round {
+                        el.recv.insert(from, vote);
+                        let agree = el.recv.values().filter(|v| **v == el.vote).count();
+                        if agree >= quorum {
+                            if el.decide_at.is_none() {
+                                el.decide_at = Some(self.now + self.opts.finalize_wait_us);
+                            }
+                        } else {
+                            el.decide_at = None;
+                        }
+                    }
+                }
+                PeerState::Following | PeerState::Leading => {
+                    el.settled
+                        .insert(from, (vote.leader, state == PeerState::Leading));
+                    let leader = vote.leader;
+                    let leader_says_so = el.settled.get(&leader) == Some(&(leader, true));
+                    let support = el.settled.values().filter(|(l, _)| *l == leader).count() + 1;
+                    let late_enough = self.suspended_until_above.is_none_or(|e| vote.epoch > e);
+                    if leader != me && leader_says_so && support >= quorum && late_enough {
+                        join = Some(leader);
+                    }
+                }
+            }
+        }
+        if let Some(leader) = join {
+            self.suspended_until_above = None;
+            self.start_following(leader, out);
+            return;
+        }
+        if rebroadcast {
+            if let Phase::Looking(el) = &mut self.phase {
+                el.resend_us = self.opts.election_resend_us;
+            }
+            self.broadcast_vote(out);
+        } else if reply {
+            if let Phase::Looking(el) = &self.phase {
+                let msg = Msg::Notification {
+                    round: self.round,
+                    vote: el.vote,
+                    state: PeerState::Looking,
+                };
+                self.send(out, from, msg);
+            }
+        }
+    }
+
+    /// The vote has held a quorum for the finalize wait: follow or lead.
+    pub fn decide(&mut self, out: &mut ZabActions) {
+        let Phase::Looking(el) = &self.phase else {
+            return;
+        };
+        let leader = el.vote.leader;
+        if leader == self.cluster.me {
+            self.start_leading(out);
+        } else {
+            self.start_following(leader, out);
+        }
+    }
+}
