@@ -228,6 +228,9 @@ pub struct ZabTuning {
     pub discovery_timeout_ms: u64,
     pub log_retain: u64,
     pub max_inflight: u64,
+    /// Batches the leader keeps proposed and not yet committed; commands arriving while the
+    /// window is full leave together in the next batch.
+    pub window: usize,
 }
 
 impl Default for ZabTuning {
@@ -240,6 +243,7 @@ impl Default for ZabTuning {
             discovery_timeout_ms: 2_000,
             log_retain: 10_000,
             max_inflight: 20_000,
+            window: synod_zab::Options::default().window,
         }
     }
 }
@@ -354,6 +358,9 @@ impl Config {
         if self.zab.follower_timeout_ms < 2 * self.zab.heartbeat_ms {
             bail!("config key zab.follower_timeout_ms: must be at least twice zab.heartbeat_ms");
         }
+        if self.zab.window == 0 {
+            bail!("config key zab.window: must be at least 1");
+        }
         if self.batch.max_commands == 0 || self.batch.max_bytes == 0 {
             bail!("config key batch.max_commands / batch.max_bytes: must be at least 1");
         }
@@ -443,6 +450,7 @@ impl Config {
             log_retain: z.log_retain,
             max_inflight: z.max_inflight,
             max_batch: self.batch.max_commands,
+            window: z.window,
             variant: synod_zab::variant::Variant::from_name(protocol)
                 .unwrap_or(synod_zab::variant::Variant::Zab),
             ..synod_zab::Options::default()

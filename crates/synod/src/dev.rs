@@ -27,6 +27,9 @@ pub struct DevArgs {
     /// Log level of the replicas.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Configuration overrides for every replica (`--set key=value`, repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
 }
 
 pub fn run(args: DevArgs) -> Result<()> {
@@ -38,11 +41,12 @@ pub fn run(args: DevArgs) -> Result<()> {
     if base + 7000 + n > 65535 {
         bail!("--base-port {base} is too high for {n} nodes");
     }
-    let sets = vec![
+    let mut sets = vec![
         "cluster_id=\"synod-dev\"".to_string(),
         format!("fsync={:?}", args.fsync),
         format!("log_level={:?}", args.log_level),
     ];
+    sets.extend(args.sets.iter().cloned());
     let kind = Kind::Synod {
         protocol: args.protocol.clone(),
         sets,

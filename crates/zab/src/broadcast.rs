@@ -8,26 +8,9 @@ use synod_core::{quorum, Apply, Command, Event, NodeId, Reject};
 
 impl Zab {
     pub(crate) fn on_submit(&mut self, commands: Vec<Command>, out: &mut ZabActions) {
-        let max_queued = self.opts.max_queued;
-        let last = self.log.last().slot;
-        let max_inflight = self.opts.max_inflight;
         match &mut self.phase {
-            Phase::Leading(l) if l.stage == LStage::Broadcast => {
-                // Beyond the in-flight bound the rest of the batch is refused: a slow quorum
-                // pushes back on clients.
-                let room = max_inflight.saturating_sub(last - l.commit.slot) as usize;
-                let mut commands = commands;
-                let refused = commands.split_off(room.min(commands.len()));
-                reject(out, refused, Reject::Busy);
-                if !commands.is_empty() {
-                    self.propose(commands, out);
-                }
-            }
-            Phase::Leading(l) => {
-                let room = max_queued.saturating_sub(l.queued.len());
-                let mut commands = commands;
-                let refused = commands.split_off(room.min(commands.len()));
-                l.queued.extend(commands);
+            Phase::Leading(_) => {
+                let refused = self.leader_take(commands, out);
                 reject(out, refused, Reject::Busy);
             }
             Phase::Following(f) if f.stage == FStage::Broadcast => {
@@ -41,6 +24,46 @@ impl Zab {
                 self.send(out, leader, Msg::Forward { commands });
             }
             _ => reject(out, commands, Reject::NoLeader),
+        }
+    }
+
+    /// Leader: take commands to order, submitted here or forwarded. They wait in the queue
+    /// while the epoch is not established or the window of batches in flight is full, and are
+    /// proposed as soon as it has room. Returns the commands beyond the bounds (the queue's, and
+    /// `max_inflight` commands logged or queued and not yet committed): a slow quorum pushes
+    /// back on clients.
+    fn leader_take(&mut self, mut commands: Vec<Command>, out: &mut ZabActions) -> Vec<Command> {
+        let last = self.log.last().slot;
+        let (max_queued, max_inflight) = (self.opts.max_queued, self.opts.max_inflight);
+        let Phase::Leading(l) = &mut self.phase else {
+            return commands;
+        };
+        let room = if l.stage == LStage::Broadcast {
+            let uncommitted = last - l.commit.slot + l.queued.len() as u64;
+            max_inflight.saturating_sub(uncommitted) as usize
+        } else {
+            max_queued.saturating_sub(l.queued.len())
+        };
+        let refused = commands.split_off(room.min(commands.len()));
+        l.queued.extend(commands);
+        self.propose_queued(out);
+        refused
+    }
+
+    /// Propose what waits in the queue while the window has room, each batch at most
+    /// `max_batch` commands.
+    pub(crate) fn propose_queued(&mut self, out: &mut ZabActions) {
+        let (window, max_batch) = (self.opts.window.max(1), self.opts.max_batch.max(1));
+        loop {
+            let Phase::Leading(l) = &mut self.phase else {
+                return;
+            };
+            if l.stage != LStage::Broadcast || l.queued.is_empty() || l.inflight.len() >= window {
+                return;
+            }
+            let n = l.queued.len().min(max_batch);
+            let batch: Vec<Command> = l.queued.drain(..n).collect();
+            self.propose(batch, out);
         }
     }
 
@@ -66,6 +89,7 @@ impl Zab {
             slot: last.slot + 1,
         };
         l.next_counter += commands.len() as u32;
+        l.inflight.push_back(Zxid::new(l.epoch, l.next_counter - 1));
         let epoch = l.epoch;
         let now = self.now;
         // Each proposal echoes the peer's last ack stamp with how long we held it (ZabCT's d).
@@ -282,6 +306,9 @@ impl Zab {
             .point_of(z)
             .expect("acked zxids are in the leader's log");
         l.commit = at;
+        while l.inflight.front().is_some_and(|z| *z <= at.zxid) {
+            l.inflight.pop_front();
+        }
         let epoch = l.epoch;
         let zab = l.zab_mode || self.opts.variant.leader_commits();
         if zab {
@@ -291,6 +318,8 @@ impl Zab {
             }
         }
         self.deliver(at, out);
+        // The window has room again: what waited goes out as one batch.
+        self.propose_queued(out);
     }
 
     pub fn on_commit(
@@ -384,17 +413,10 @@ impl Zab {
         self.deliver(commit, out);
     }
 
-    /// Leader: a follower forwarded its clients' commands; they become one proposal.
+    /// Leader: a follower forwarded its clients' commands; they join the queue and leave in the
+    /// next batch.
     pub fn on_forward(&mut self, from: NodeId, commands: Vec<Command>, out: &mut ZabActions) {
-        let max_queued = self.opts.max_queued;
         let now = self.now;
-        let room_inflight =
-            self.opts
-                .max_inflight
-                .saturating_sub(self.log.last().slot.saturating_sub(match &self.phase {
-                    Phase::Leading(l) => l.commit.slot,
-                    _ => 0,
-                })) as usize;
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
@@ -403,16 +425,7 @@ impl Zab {
         }
         // Beyond the bounds commands are dropped: the forwarding replica's client sees no
         // delivery and retries, as after any lost connection.
-        let mut commands = commands;
-        if l.stage == LStage::Broadcast {
-            commands.truncate(room_inflight);
-            if !commands.is_empty() {
-                self.propose(commands, out);
-            }
-        } else {
-            commands.truncate(max_queued.saturating_sub(l.queued.len()));
-            l.queued.extend(commands);
-        }
+        let _dropped = self.leader_take(commands, out);
     }
 }
 

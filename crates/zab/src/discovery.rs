@@ -62,6 +62,7 @@ impl Zab {
             next_counter: 1,
             next_ping: self.now,
             queued: VecDeque::new(),
+            inflight: VecDeque::new(),
             elected_with: (self.log.hard().current_epoch, self.log.last().zxid),
             zab_mode: false,
         });

@@ -81,9 +81,12 @@ pub struct Options {
     /// Proposals an established leader keeps in flight (logged, not yet committed); beyond it
     /// new commands are refused (`Reject::Busy`), so a slow quorum pushes back on clients.
     pub max_inflight: u64,
-    /// Commands per proposal when the leader proposes what it queued before it was established.
-    /// (Batches submitted or forwarded are bounded by the driver's batch limits.)
+    /// Commands per proposal when the leader proposes what waited in its queue.
     pub max_batch: usize,
+    /// Batches an established leader keeps proposed but uncommitted. While the window is full,
+    /// new commands wait and leave together as one batch when a commit frees a slot, so batches
+    /// grow with load; with nothing in flight a command is proposed at once.
+    pub window: usize,
     /// Entries per synchronisation message.
     pub sync_batch: usize,
     /// Epochs a log summary may carry before the leader must send a snapshot instead.
@@ -125,6 +128,7 @@ impl Default for Options {
             max_queued: 10_000,
             max_inflight: 50_000,
             max_batch: 512,
+            window: 2,
             sync_batch: 256,
             max_summary_epochs: 4_096,
             variant: Variant::Zab,
@@ -245,7 +249,10 @@ struct Leader {
     commit: Point,
     next_counter: u32,
     next_ping: TimeUs,
+    /// Commands waiting to be proposed: the epoch is not established yet, or the window is full.
     queued: VecDeque<Command>,
+    /// The last zxid of every batch proposed and not yet committed (the window).
+    inflight: VecDeque<Zxid>,
     /// ⟨current epoch, last zxid⟩ when elected.
     elected_with: (u32, Zxid),
     /// Switching variants: the epoch currently runs Zab (commit messages, unicast acks).

@@ -297,7 +297,6 @@ impl Zab {
     pub fn establish(&mut self, out: &mut ZabActions) {
         let me = self.cluster.me;
         let history = self.log.last();
-        let max_batch = self.opts.max_batch.max(1);
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
@@ -310,7 +309,6 @@ impl Zab {
             .filter(|(_, p)| p.synced)
             .map(|(&id, _)| id)
             .collect();
-        let mut queued = std::mem::take(&mut l.queued);
         out.events.push(Event::View(View {
             role: Role::Leading,
             leader: Some(me),
@@ -327,10 +325,7 @@ impl Zab {
             );
         }
         self.deliver(history, out);
-        while !queued.is_empty() {
-            let n = queued.len().min(max_batch);
-            self.propose(queued.drain(..n).collect(), out);
-        }
+        self.propose_queued(out);
         self.advance_commit(out);
     }
 

@@ -254,12 +254,15 @@ impl Default for ZkMachine {
     }
 }
 
-fn fnv(mut h: u64, data: &[u8]) -> u64 {
-    for &b in data {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
+/// The running digest of the applied transactions: every replica that applied the same ones
+/// in the same slots has the same digest. The payload is hashed with CRC32C (hardware on
+/// x86-64: a 1 KiB write costs tens of nanoseconds, where a byte-at-a-time hash cost over a
+/// microsecond on every replica) and mixed into 64 bits with the slot.
+fn digest_step(h: u64, slot: u64, payload: &[u8]) -> u64 {
+    let mut z = h ^ slot.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(crc32c::crc32c(payload));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// A write operation of a `multi` or a single request.
@@ -347,7 +350,7 @@ impl ZkMachine {
         assert!(slot > self.applied_slot, "slots are applied in order");
         self.applied_slot = slot;
         self.applied_zxid = zxid;
-        self.digest = fnv(self.digest ^ slot, payload);
+        self.digest = digest_step(self.digest, slot, payload);
         let txn = match Txn::decode(payload.clone()) {
             Ok(t) => t,
             // Agreed on but unreadable: every replica ignores it alike.
