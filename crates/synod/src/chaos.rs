@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -132,29 +132,8 @@ pub fn run(args: ChaosArgs) -> Result<i32> {
     rt.block_on(chaos(args, seed))
 }
 
-/// A tiny HTTP/1.0 request to an admin port (blocking, 2 s timeouts).
-fn http(addr: &str, method: &str, path: &str) -> Result<String> {
-    let mut s = std::net::TcpStream::connect_timeout(&addr.parse()?, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.set_write_timeout(Some(Duration::from_secs(2)))?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    s.take(1 << 20).read_to_string(&mut out)?;
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        bail!(
-            "{method} {path} at {addr}: {}",
-            head.lines().next().unwrap_or("")
-        );
-    }
-    Ok(body.to_string())
-}
-
 fn status(cl: &Cluster, i: u32) -> Option<serde_json::Value> {
-    http(&cl.admin_addr(i), "GET", "/v1/status")
+    crate::procs::admin_http(&cl.admin_addr(i), "GET", "/v1/status")
         .ok()
         .and_then(|b| serde_json::from_str(&b).ok())
 }
@@ -169,7 +148,7 @@ fn leader_of(cl: &Cluster) -> Option<u32> {
 
 fn cut(cl: &Cluster, i: u32, peers: &[u32]) -> Result<()> {
     let list: Vec<String> = peers.iter().map(|p| p.to_string()).collect();
-    http(
+    crate::procs::admin_http(
         &cl.admin_addr(i),
         "POST",
         &format!("/v1/fault/cut?peers={}", list.join(",")),

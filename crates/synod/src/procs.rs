@@ -12,6 +12,35 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A tiny HTTP/1.0 request to a synod admin port (blocking, 2 s timeouts): the body of a 200
+/// answer, or an error naming the status line.
+pub fn admin_http(addr: &str, method: &str, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr.parse()?, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.take(4 << 20).read_to_string(&mut out)?;
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!(
+            "{method} {path} at {addr}: {}",
+            head.lines().next().unwrap_or("")
+        );
+    }
+    Ok(body.to_string())
+}
+
+/// The value of one Prometheus sample (full name with its labels) in a `/metrics` text.
+pub fn metric(text: &str, sample: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// Where Debian's zookeeper package puts the server's classes.
 pub const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
 

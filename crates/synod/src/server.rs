@@ -11,7 +11,7 @@ pub struct ServerArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Override any configuration key: --set key=value (dotted keys for sections, e.g.
-    /// --set zab.tick_ms=10). May be repeated.
+    /// --set zab.heartbeat_ms=50). May be repeated.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Shorthand for --set node_id=N.

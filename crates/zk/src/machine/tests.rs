@@ -1,6 +1,7 @@
 use super::*;
-use crate::jute::{mode, Acl};
-use std::sync::Mutex;
+use crate::jute::{err, event, mode, op, write_acls, Acl, Id, JuteWrite, Reader, Stat};
+use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::{Arc, Mutex};
 
 #[derive(Default, Clone)]
 struct Record(Arc<Mutex<Vec<(i64, i32, String)>>>);

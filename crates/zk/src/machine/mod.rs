@@ -1,0 +1,74 @@
+//! The ZooKeeper state machine: replicated transactions applied to the data tree, local reads,
+//! and the local watch registry.
+//!
+//! A client write is not turned into a ZooKeeper-style "txn" by the leader: the request itself is
+//! replicated (`Txn::Op`, with the session, its identities and the proposer's clock) and every
+//! replica executes it at the same position of the total order. Sequential names, version checks
+//! and errors are therefore computed identically everywhere, and the replica that received the
+//! request answers with the result computed at its own delivery.
+//!
+//! | File | Job |
+//! |------|-----|
+//! | `mod.rs` | [`ZkMachine`], its constructor and accessors, the [`Effects`] trait |
+//! | `codec.rs` | [`Txn`] and [`Reply`] and their encoding |
+//! | `writes.rs` | [`ZkMachine::apply`]: sessions, the write operations, multi, reaping |
+//! | `reads.rs` | [`ZkMachine::read`]: reads and local watch operations |
+//! | `snapshot.rs` | [`ZkMachine::snapshot_view`] and [`ZkMachine::restore`] |
+//! | `tests.rs` | unit tests |
+
+mod codec;
+mod reads;
+mod snapshot;
+mod writes;
+
+pub use codec::{write_stat, Reply, Txn};
+
+use crate::tree::{self, Tree};
+use crate::watch::Watches;
+
+/// What the server must do beyond answering the request.
+pub trait Effects: Send {
+    /// A watch fired for a session connected here (or elsewhere: the server filters).
+    fn watch(&self, session: i64, event_type: i32, path: &str);
+    /// The replicated session table changed.
+    fn session_closed(&self, session: i64);
+    /// Sessions were touched (the leader tracks their liveness).
+    fn touched(&self, sessions: &[i64]);
+}
+
+pub struct ZkMachine {
+    pub tree: Tree,
+    /// Position (slot, zxid) of the last applied transaction.
+    pub applied_slot: u64,
+    pub applied_zxid: i64,
+    pub digest: u64,
+    pub watches: Watches,
+    effects: Option<Box<dyn Effects>>,
+}
+
+impl Default for ZkMachine {
+    fn default() -> Self {
+        ZkMachine {
+            tree: Tree::default(),
+            applied_slot: 0,
+            applied_zxid: 0,
+            digest: 0,
+            watches: Watches::new(100_000),
+            effects: None,
+        }
+    }
+}
+
+impl ZkMachine {
+    pub fn set_effects(&mut self, e: Box<dyn Effects>) {
+        self.effects = Some(e);
+    }
+
+    /// Is `session` a live session of the replicated table?
+    pub fn session(&self, session: i64) -> Option<&tree::Session> {
+        self.tree.sessions.get(&session)
+    }
+}
+
+#[cfg(test)]
+mod tests;
