@@ -10,6 +10,7 @@
 //! * [`typed`]: a group's ops encoded for the log, and its
 //!   [`DurableState`](synod_core::DurableState) rebuilt from what the log replayed.
 
+mod ahead;
 pub mod segment;
 pub mod typed;
 pub mod wal;

@@ -128,7 +128,7 @@ impl Default for Options {
             max_queued: 10_000,
             max_inflight: 50_000,
             max_batch: 512,
-            window: 2,
+            window: 1,
             sync_batch: 256,
             max_summary_epochs: 4_096,
             variant: Variant::Zab,
