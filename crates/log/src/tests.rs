@@ -246,6 +246,7 @@ fn a_segment_stays_while_any_group_still_needs_it() {
             replace_log: false,
         }],
     );
+    wal.settle();
     assert_eq!(
         list_segments(dir.path()).unwrap()[0].0,
         first,
@@ -260,6 +261,7 @@ fn a_segment_stays_while_any_group_still_needs_it() {
             replace_log: false,
         }],
     );
+    wal.settle();
     assert!(list_segments(dir.path()).unwrap()[0].0 > first);
     assert_eq!(wal.segments(), 1);
     drop(wal);
@@ -283,6 +285,7 @@ fn only_the_latest_snapshot_file_of_a_group_is_kept() {
             }],
         );
     }
+    wal.settle();
     let exists = |g, s| dir.path().join(snapshot_name(g, s)).exists();
     assert!(!exists(0, 5) && exists(0, 9) && exists(1, 5));
 }

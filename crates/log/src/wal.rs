@@ -175,6 +175,8 @@ pub struct Wal {
     segment_bytes: u64,
     /// Keeps zeros ahead of the log's end.
     ahead: crate::ahead::Ahead,
+    /// Unlinks dead segments and old snapshot files off the write path.
+    deleter: Deleter,
     mirrors: BTreeMap<GroupId, Mirror>,
     /// For every segment, the highest key of every group's records in it that may still live.
     live: BTreeMap<u64, BTreeMap<GroupId, u64>>,
@@ -285,6 +287,7 @@ impl Wal {
             segment_index: index,
             segment_bytes: if segments.is_empty() { 0 } else { last_good },
             ahead,
+            deleter: Deleter::new(),
             mirrors,
             live,
             sizes,
@@ -425,9 +428,12 @@ impl Wal {
         Ok(())
     }
 
-    /// Unlink the oldest segments while no group has a live record in them.
+    /// Unlink the oldest segments while no group has a live record in them. The files are
+    /// unlinked by the deleter thread (freeing a 64 MiB file takes milliseconds, which the WAL
+    /// thread must not spend: every write waits for it); a crash before they are gone leaves
+    /// dead segments that replay reads and every group's later checkpoint supersedes.
     fn delete_dead_segments(&mut self) -> Result<usize, WalError> {
-        let mut deleted = 0;
+        let mut dead_files = Vec::new();
         while let Some((&index, groups)) = self.live.iter().next() {
             if index >= self.segment_index {
                 break;
@@ -441,26 +447,27 @@ impl Wal {
             if !dead {
                 break;
             }
-            fs::remove_file(self.opts.dir.join(segment_name(index)))?;
+            dead_files.push(self.opts.dir.join(segment_name(index)));
             self.live.remove(&index);
             self.sizes.remove(&index);
-            deleted += 1;
         }
-        if deleted > 0 {
-            fsync_dir(&self.opts.dir)?;
-        }
+        let deleted = dead_files.len();
+        self.deleter.remove(dead_files);
         Ok(deleted)
     }
 
-    /// Remove snapshot files (of `group`, or of every group) other than the one each group's
-    /// state names, and leftovers of interrupted writes.
+    /// Remove snapshot files (of `group`, or of every group) older than the one each group's
+    /// state names, and leftovers of interrupted writes. Newer files are left alone: the host
+    /// writes a snapshot's file before it offers the snapshot, so a newer file may be about to
+    /// be named by an op.
     fn remove_stale_snapshots(&self, group: Option<GroupId>) -> io::Result<()> {
+        let mut stale = Vec::new();
         for e in fs::read_dir(&self.opts.dir)? {
             let e = e?;
             let name = e.file_name();
             let name = name.to_string_lossy();
             if name.starts_with("snap-") && name.ends_with(".tmp") && group.is_none() {
-                fs::remove_file(e.path())?;
+                stale.push(e.path());
                 continue;
             }
             let Some((g, slot)) = parse_snapshot_name(&name) else {
@@ -474,13 +481,17 @@ impl Wal {
                 .get(&g)
                 .and_then(|m| m.snap.as_ref())
                 .map(|s| s.at.slot);
-            // Files of groups this log has no op of are left alone: their writer may be about
-            // to name them.
-            if self.mirrors.contains_key(&g) && keep != Some(slot) && keep.is_some() {
-                fs::remove_file(e.path())?;
+            if keep.is_some_and(|k| slot < k) {
+                stale.push(e.path());
             }
         }
+        self.deleter.remove(stale);
         Ok(())
+    }
+
+    /// Wait until every file the log asked to unlink is gone (tests, and a clean close).
+    pub fn settle(&self) {
+        self.deleter.settle();
     }
 
     /// Make sure the snapshot's file exists: the host writes it (durably) before it offers the
@@ -751,4 +762,74 @@ pub(crate) fn load_snapshot(dir: &Path, group: GroupId, r: &SnapRef) -> Result<S
         at: r.at,
         data: Bytes::from(data),
     })
+}
+
+/// A thread that unlinks files and then syncs their directory, in the order asked.
+struct Deleter {
+    tx: Option<std::sync::mpsc::Sender<DeleteJob>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+enum DeleteJob {
+    Remove(Vec<PathBuf>),
+    Settle(std::sync::mpsc::SyncSender<()>),
+}
+
+impl Deleter {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<DeleteJob>();
+        let thread = std::thread::Builder::new()
+            .name("synod-wal-unlink".into())
+            .spawn(move || {
+                for job in rx {
+                    match job {
+                        DeleteJob::Remove(paths) => {
+                            // A file that cannot be unlinked stays: replay reads a dead segment
+                            // harmlessly, and an old snapshot file is only space.
+                            for p in &paths {
+                                let _ = fs::remove_file(p);
+                            }
+                            if let Some(dir) = paths.first().and_then(|p| p.parent()) {
+                                let _ = fsync_dir(dir);
+                            }
+                        }
+                        DeleteJob::Settle(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })
+            .expect("spawn the unlink thread");
+        Deleter {
+            tx: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn remove(&self, paths: Vec<PathBuf>) {
+        if paths.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(DeleteJob::Remove(paths));
+        }
+    }
+
+    fn settle(&self) {
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        if let Some(tx) = &self.tx {
+            if tx.send(DeleteJob::Settle(done)).is_ok() {
+                let _ = wait.recv();
+            }
+        }
+    }
+}
+
+impl Drop for Deleter {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

@@ -410,7 +410,15 @@ impl Zab {
         // The heartbeat reply is a cumulative ack that also carries our vote.
         let ack = self.ack(epoch, self.log.durable().zxid, zab);
         self.send(out, from, ack);
-        self.deliver(commit, out);
+        let synced_only = matches!(&self.phase, Phase::Following(f) if f.stage == FStage::Synced);
+        if synced_only {
+            // Only an established leader pings, so this heartbeat says what a lost UPTODATE
+            // would have said (a one-way partition can drop it while later messages pass;
+            // sim seed 6 stayed synchronised and never served): serve.
+            self.start_serving(from, epoch, commit, out);
+        } else {
+            self.deliver(commit, out);
+        }
     }
 
     /// Leader: a follower forwarded its clients' commands; they join the queue and leave in the

@@ -333,10 +333,30 @@ impl Zab {
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
-        if f.stage != FStage::Synced {
-            self.become_looking(out);
-            return;
+        match f.stage {
+            FStage::Synced => self.start_serving(from, epoch, commit, out),
+            // Already serving: a heartbeat stood in for this UPTODATE (see `on_ping`).
+            FStage::Broadcast => {
+                f.commit = f.commit.max(commit);
+                let commit = f.commit;
+                self.deliver(commit, out);
+            }
+            _ => self.become_looking(out),
         }
+    }
+
+    /// Follower, synchronised: the leader is established (its UPTODATE, or a heartbeat of its
+    /// epoch, which only an established leader sends); serve, and deliver what it committed.
+    pub(crate) fn start_serving(
+        &mut self,
+        from: NodeId,
+        epoch: u32,
+        commit: Point,
+        out: &mut ZabActions,
+    ) {
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
         f.stage = FStage::Broadcast;
         f.commit = f.commit.max(commit);
         let commit = f.commit;

@@ -157,6 +157,20 @@ struct Node<P: Protocol> {
     stays_down: bool,
 }
 
+impl<P: Protocol> Node<P> {
+    /// A crash or a start: everything not durable is gone, and events of the previous
+    /// incarnation (disk completions, timers, flushes) no longer apply.
+    fn new_incarnation(&mut self) {
+        self.incarnation += 1;
+        self.disk_queue.clear();
+        self.disk_busy.clear();
+        self.submits.clear();
+        self.flush_pending = false;
+        self.timer_at = None;
+        self.role = Role::Electing;
+    }
+}
+
 pub struct World<P: Protocol> {
     cfg: SimConfig<P::Options>,
     rng: Xoshiro256PlusPlus,
@@ -490,13 +504,7 @@ impl<P: Protocol> World<P> {
 
     fn start_node(&mut self, i: usize) {
         let n = &mut self.nodes[i];
-        n.incarnation += 1;
-        n.disk_queue.clear();
-        n.disk_busy.clear();
-        n.submits.clear();
-        n.flush_pending = false;
-        n.timer_at = None;
-        n.role = Role::Electing;
+        n.new_incarnation();
         n.leader = None;
         n.machine = n
             .durable
@@ -529,13 +537,7 @@ impl<P: Protocol> World<P> {
         self.tracef(|| format!("n{id} CRASHES"));
         let n = &mut self.nodes[i];
         n.replica = None;
-        n.incarnation += 1;
-        n.disk_queue.clear();
-        n.disk_busy.clear();
-        n.submits.clear();
-        n.flush_pending = false;
-        n.timer_at = None;
-        n.role = Role::Electing;
+        n.new_incarnation();
         // The process died: its connections break, and peers see them close.
         for j in 0..self.nodes.len() {
             if j != i {
