@@ -15,7 +15,7 @@ pub const MAX_RECORD: u64 = 512 << 20;
 
 /// The first record of every segment: magic and format version.
 pub const MAGIC: &[u8; 8] = b"SYNODWAL";
-pub const FORMAT: u16 = 2;
+pub const FORMAT: u16 = 3;
 
 pub(crate) const T_HEADER: u8 = 0;
 pub(crate) const T_HARD: u8 = 1;

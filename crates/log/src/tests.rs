@@ -1,6 +1,6 @@
 use crate::segment::{list_segments, segment_name, snapshot_name};
 use crate::{typed, FsyncPolicy, Recovery, Wal, WalOp, WalOptions};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::fs;
 use std::path::Path;
 use synod_core::rng::CoreRng;
@@ -182,7 +182,14 @@ fn records_after_a_damaged_segment_are_not_applied() {
     );
     assert!(slots.len() < 4, "{slots:?}");
     assert!(rec.warnings.len() >= 2, "{:?}", rec.warnings);
-    assert_eq!(list_segments(dir.path()).unwrap().len(), 2);
+    // The segments after the damaged one are gone; the log goes on in a new segment.
+    let after: Vec<u64> = list_segments(dir.path())
+        .unwrap()
+        .into_iter()
+        .map(|(i, _)| i)
+        .filter(|&i| i > segs[1].0)
+        .collect();
+    assert_eq!(after, vec![segs[1].0 + 1], "{segs:?}");
 }
 
 #[test]
@@ -231,8 +238,13 @@ fn a_segment_stays_while_any_group_still_needs_it() {
     let mut o = opts(dir.path());
     o.segment_bytes = 2_000;
     let (mut wal, _) = open(&o);
-    // Group 1 writes one entry in the first segment, then group 0 fills several.
-    write(&mut wal, 1, vec![StorageOp::Append(vec![entry(1)])]);
+    // Group 1 writes a few entries in the first segment (more than an eighth of a segment, so
+    // it is not light and nothing copies them forward), then group 0 fills several.
+    write(
+        &mut wal,
+        1,
+        vec![StorageOp::Append((1..=3).map(entry).collect())],
+    );
     for s in 1..=60 {
         write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
     }
@@ -256,8 +268,8 @@ fn a_segment_stays_while_any_group_still_needs_it() {
         &mut wal,
         1,
         vec![StorageOp::Snapshot {
-            snapshot: snap(1),
-            drop_through: entry(1).point().position(),
+            snapshot: snap(3),
+            drop_through: entry(3).point().position(),
             replace_log: false,
         }],
     );
@@ -267,7 +279,140 @@ fn a_segment_stays_while_any_group_still_needs_it() {
     drop(wal);
     let (_, mut rec) = open(&o);
     assert!(keys(&state(dir.path(), &mut rec, 0)).is_empty());
-    assert_eq!(state(dir.path(), &mut rec, 1).snapshot, Some(snap(1)));
+    assert_eq!(state(dir.path(), &mut rec, 1).snapshot, Some(snap(3)));
+}
+
+/// A group that writes little and never compacts does not keep the log alive: its live records
+/// are copied forward, and the old segments go once every other group is past them. Restarts
+/// in between give every group its state back.
+#[test]
+fn a_light_group_never_pins_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.segment_bytes = 2_000;
+    let (mut wal, _) = open(&o);
+    write(
+        &mut wal,
+        1,
+        vec![
+            StorageOp::SetHard(hard(9)),
+            StorageOp::Append(vec![entry(1)]),
+        ],
+    );
+    for round in 0..3u64 {
+        for s in round * 100 + 1..=round * 100 + 100 {
+            write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
+        }
+        let at = round * 100 + 100;
+        write(
+            &mut wal,
+            0,
+            vec![StorageOp::Snapshot {
+                snapshot: snap(at),
+                drop_through: entry(at - 5).point().position(),
+                replace_log: false,
+            }],
+        );
+        wal.settle();
+        assert!(
+            wal.segments() <= 3,
+            "round {round}: {} segments on disk",
+            wal.segments()
+        );
+        drop(wal);
+        let (w, mut rec) = open(&o);
+        let g1 = state(dir.path(), &mut rec, 1);
+        assert_eq!((keys(&g1), g1.hard), (vec![1], hard(9)), "round {round}");
+        assert_eq!(
+            keys(&state(dir.path(), &mut rec, 0)),
+            (at - 4..=at).collect::<Vec<_>>()
+        );
+        wal = w;
+    }
+}
+
+/// A crash while a new segment was being started leaves it without its checkpoints: the next
+/// start begins yet another segment, with them, so that unlinking the older segments can never
+/// lose a group's hard state or snapshot.
+#[test]
+fn a_segment_torn_while_it_was_started_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.segment_bytes = 2_000;
+    {
+        let (mut wal, _) = open(&o);
+        write(&mut wal, 0, vec![StorageOp::SetHard(hard(7))]);
+        write(
+            &mut wal,
+            1,
+            vec![StorageOp::Snapshot {
+                snapshot: snap(5),
+                drop_through: entry(5).point().position(),
+                replace_log: false,
+            }],
+        );
+    }
+    // The next segment got its header and nothing else before the crash.
+    let last = list_segments(dir.path()).unwrap().last().unwrap().0;
+    let mut header = BytesMut::new();
+    crate::segment::encode_record(&crate::segment::header_payload(), &mut header);
+    fs::write(dir.path().join(segment_name(last + 1)), &header).unwrap();
+    for _ in 0..2 {
+        let (mut wal, _) = open(&o);
+        // Enough of group 0's traffic, compacted, for every older segment to go.
+        for s in 1..=60 {
+            write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
+        }
+        write(
+            &mut wal,
+            0,
+            vec![StorageOp::Snapshot {
+                snapshot: snap(60),
+                drop_through: entry(60).point().position(),
+                replace_log: false,
+            }],
+        );
+        wal.settle();
+    }
+    let (_, mut rec) = open(&o);
+    assert!(
+        list_segments(dir.path()).unwrap()[0].0 > last + 1,
+        "the old ones are gone"
+    );
+    assert_eq!(state(dir.path(), &mut rec, 0).hard, hard(7));
+    assert_eq!(state(dir.path(), &mut rec, 1).snapshot, Some(snap(5)));
+}
+
+/// Bytes that a crash left past the log's clean end (a zero record header, then what looks
+/// like a record) are never read, and nothing is ever written over them to make them valid.
+#[test]
+fn bytes_past_a_zero_header_are_never_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(dir.path());
+    {
+        let (mut wal, _) = open(&o);
+        write(&mut wal, 0, vec![StorageOp::Append(vec![entry(1)])]);
+    }
+    // A record of entry 9, after 16 zero bytes, at the end of the last segment.
+    let seg = list_segments(dir.path()).unwrap().last().unwrap().1.clone();
+    let mut data = fs::read(&seg).unwrap();
+    let end = logical_len(&data);
+    data.truncate(end);
+    data.extend_from_slice(&[0u8; 16]);
+    let mut stray = BytesMut::new();
+    let op = typed::encode(0, &Op::Append(vec![entry(9)]));
+    crate::wal::encode_stray(&op, &mut stray);
+    data.extend_from_slice(&stray);
+    fs::write(&seg, &data).unwrap();
+    for round in 0..3 {
+        let (mut wal, mut rec) = open(&o);
+        assert_eq!(
+            keys(&state(dir.path(), &mut rec, 0)),
+            (1..=round + 1).collect::<Vec<_>>(),
+            "round {round}"
+        );
+        write(&mut wal, 0, vec![StorageOp::Append(vec![entry(round + 2)])]);
+    }
 }
 
 #[test]
@@ -342,10 +487,13 @@ fn a_log_of_the_first_format_is_refused_with_an_explanation() {
 }
 
 #[test]
-fn a_preallocated_log_ends_cleanly_at_its_padding_and_appends_after_its_last_record() {
+fn a_preallocated_log_ends_cleanly_at_its_padding_and_closed_segments_are_trimmed() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());
     o.preallocate_bytes = 1 << 16;
+    // Small segments, and a group heavy for them (more than an eighth of a segment of live
+    // records), so that nothing is copied forward and the segments stay.
+    o.segment_bytes = 2_000;
     for round in 0..3u64 {
         let (mut wal, mut rec) = open(&o);
         assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
@@ -357,26 +505,21 @@ fn a_preallocated_log_ends_cleanly_at_its_padding_and_appends_after_its_last_rec
             write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
         }
     }
-    let seg = dir.path().join(segment_name(1));
-    let data = fs::read(&seg).unwrap();
-    assert!(data.len() as u64 >= 1 << 16, "the segment is padded");
+    let segs = list_segments(dir.path()).unwrap();
+    let (newest, older) = segs.split_last().unwrap();
+    let data = fs::read(&newest.1).unwrap();
+    assert!(data.len() as u64 >= 1 << 16, "the segment in use is padded");
+    for (_, path) in older {
+        let data = fs::read(path).unwrap();
+        assert_eq!(data.len(), logical_len(&data), "{path:?} trimmed");
+    }
     let (_, mut rec) = open(&o);
+    assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
     assert_eq!(
         keys(&state(dir.path(), &mut rec, 0)),
         (1..=15).collect::<Vec<_>>(),
         "no record was written after the padding and none lost"
     );
-    // Rolling to a new segment gives the old one's padding back.
-    o.segment_bytes = 1;
-    {
-        let (mut wal, _) = open(&o);
-        write(&mut wal, 0, vec![StorageOp::Append(vec![entry(16)])]);
-    }
-    let data = fs::read(&seg).unwrap();
-    assert_eq!(data.len(), logical_len(&data), "closed segment trimmed");
-    let (_, mut rec) = open(&o);
-    assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
-    assert_eq!(state(dir.path(), &mut rec, 0).records.len(), 16);
 }
 
 /// Random ops of three groups (appends in any key order, rewrites, truncations, snapshots,

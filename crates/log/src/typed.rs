@@ -15,8 +15,7 @@ where
     let body = match op {
         StorageOp::SetHard(h) => OpBody::Hard(h.to_bytes()),
         StorageOp::Append(rs) => OpBody::Append {
-            records: rs.to_bytes(),
-            max_key: rs.iter().map(|r| r.key()).max(),
+            records: rs.iter().map(|r| (r.key(), r.to_bytes())).collect(),
         },
         StorageOp::Truncate { after_key } => OpBody::Truncate {
             after_key: *after_key,
@@ -59,10 +58,16 @@ where
             Replayed::Hard(b) => {
                 state.hard = H::from_bytes(b).map_err(|e| corrupt("hard state", e))?;
             }
-            Replayed::Append { records, .. } => {
-                let rs = Vec::<R>::from_bytes(records).map_err(|e| corrupt("log", e))?;
-                for r in rs {
-                    state.records.insert(r.key(), r);
+            Replayed::Append { records } => {
+                for (key, bytes) in records {
+                    let r = R::from_bytes(bytes).map_err(|e| corrupt("log", e))?;
+                    if r.key() != key {
+                        return Err(WalError::Corrupt(format!(
+                            "group {group}: a record filed under key {key} has key {}",
+                            r.key()
+                        )));
+                    }
+                    state.records.insert(key, r);
                 }
             }
             Replayed::Truncate { after_key } => {
@@ -91,16 +96,12 @@ where
                 hard,
                 snap: s,
                 log_base,
-                drop_key,
             } => {
                 if let Some(h) = hard {
                     state.hard = H::from_bytes(h).map_err(|e| corrupt("checkpoint", e))?;
                 }
                 snap = s;
                 state.log_base = log_base;
-                if let Some(k) = drop_key {
-                    drop_through_key(&mut state, k);
-                }
             }
         }
     }

@@ -41,6 +41,7 @@ pub use identity::{check_identity, Identity, IDENTITY_FILE};
 
 /// Run a node until SIGTERM or SIGINT.
 pub async fn run(mut cfg: Config) -> Result<()> {
+    stop_on_panic();
     return_large_buffers();
     let fd_limit = raise_fd_limit();
     fit_connections(&mut cfg, fd_limit);
@@ -202,6 +203,19 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), host).await;
     info!("stopped");
     Ok(())
+}
+
+/// A panic anywhere stops the node. A panic is a broken invariant (a core's assertion, the
+/// driver's checks of the contract) or a bug; a node that went on after one, with the task that
+/// ran its groups gone, would answer with a stale status and never recover. Stopped, it is
+/// restarted by its supervisor and recovers from its log and its peers.
+fn stop_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        tracing::error!("panicked: {info}; stopping this node");
+        std::process::exit(101);
+    }));
 }
 
 /// Make glibc map buffers of 256 KiB and more on their own and unmap them when freed. Left to

@@ -342,6 +342,7 @@ impl Metrics {
             ("bytes_out", &t.bytes_out),
             ("rejected_handshakes", &t.rejected_handshakes),
             ("bad_frames", &t.bad_frames),
+            ("dropped_frames", &t.dropped_frames),
             ("slow_peer_resets", &t.slow_peer_resets),
         ] {
             self.transport_gauges

@@ -62,6 +62,12 @@ impl Zab {
                 return;
             }
             let n = l.queued.len().min(max_batch);
+            if l.next_counter as u64 + n as u64 > u32::MAX as u64 {
+                // The epoch's zxid counter is exhausted (2^32 proposals): as ZooKeeper does,
+                // elect again, which starts a new epoch with a fresh counter.
+                self.become_looking(out);
+                return;
+            }
             let batch: Vec<Command> = l.queued.drain(..n).collect();
             self.propose(batch, out);
         }

@@ -3,7 +3,7 @@
 
 use crate::{Bug, Election, Msg, PeerState, Phase, Vote, Zab, ZabActions, Zxid};
 use std::collections::BTreeMap;
-use synod_core::{Dest, Envelope, Event, NodeId, View};
+use synod_core::{Dest, Envelope, Event, NodeId, Reject, View};
 
 impl Zab {
     pub(crate) fn my_vote(&self) -> Vote {
@@ -36,8 +36,18 @@ impl Zab {
         });
     }
 
-    /// SC1/SC2, a failed discovery or an inconsistency: go back to election (LOOKING).
+    /// SC1/SC2, a failed discovery or an inconsistency: go back to election (LOOKING). A
+    /// leader's commands that never reached its log are refused, so their clients hear at once
+    /// (and retry elsewhere) instead of waiting out their timeout.
     pub fn become_looking(&mut self, out: &mut ZabActions) {
+        if let Phase::Leading(l) = &mut self.phase {
+            for c in l.queued.drain(..) {
+                out.events.push(Event::Rejected {
+                    id: c.id,
+                    reason: Reject::NoLeader,
+                });
+            }
+        }
         self.reset_election();
         out.events.push(Event::View(View::electing(
             self.log.hard().current_epoch as u64,

@@ -3,7 +3,8 @@
 //! ```text
 //! frame:  [u32 length][u32 CRC32C of body][body]
 //! body:   u8 kind, then
-//!         kind 0 whole message, 1 chunk (more follow), 2 last chunk, 5 group submission:
+//!         kind 0 whole message, 1 chunk (more follow), 2 last chunk, 5 group submission,
+//!         6 submission chunk (more follow), 7 last submission chunk:
 //!                u32 group, data
 //!         kind 3 hello, 4 hello reply (u8 ok, reason): data
 //! ```
@@ -27,6 +28,9 @@ pub(crate) const K_LAST: u8 = 2;
 pub(crate) const K_HELLO: u8 = 3;
 pub(crate) const K_REPLY: u8 = 4;
 pub(crate) const K_SUBMIT: u8 = 5;
+/// Chunks of a large group submission (more follow / the last).
+pub(crate) const K_SUBMIT_CHUNK: u8 = 6;
+pub(crate) const K_SUBMIT_LAST: u8 = 7;
 /// Largest hello or hello reply: a connection that has not identified itself gets no more.
 pub(crate) const HELLO_MAX_FRAME: usize = 16 << 10;
 /// Groups a hello may list.
@@ -55,7 +59,7 @@ pub(crate) fn group_frame(out: &mut BytesMut, kind: u8, group: GroupId, data: &[
     out.put_slice(data);
 }
 
-/// Encode one message of `group` as one or more frames.
+/// Encode one message (`K_WHOLE`) or submission (`K_SUBMIT`) of `group` as one or more frames.
 pub(crate) fn encode_message(
     out: &mut BytesMut,
     kind: u8,
@@ -63,16 +67,21 @@ pub(crate) fn encode_message(
     data: &[u8],
     chunk: usize,
 ) {
-    if kind != K_WHOLE || data.len() <= chunk {
+    if data.len() <= chunk {
         group_frame(out, kind, group, data);
         return;
     }
+    let (more, last) = if kind == K_SUBMIT {
+        (K_SUBMIT_CHUNK, K_SUBMIT_LAST)
+    } else {
+        (K_CHUNK, K_LAST)
+    };
     let mut rest = data;
     while rest.len() > chunk {
-        group_frame(out, K_CHUNK, group, &rest[..chunk]);
+        group_frame(out, more, group, &rest[..chunk]);
         rest = &rest[chunk..];
     }
-    group_frame(out, K_LAST, group, rest);
+    group_frame(out, last, group, rest);
 }
 
 #[derive(Debug)]

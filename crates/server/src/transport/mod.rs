@@ -25,7 +25,8 @@ mod frame;
 use bytes::{Bytes, BytesMut};
 use frame::{
     decode_hello, decode_reply, encode_hello, encode_message, read_frame, reply, split_group,
-    FrameError, Hello, HELLO_MAX_FRAME, K_CHUNK, K_HELLO, K_LAST, K_REPLY, K_SUBMIT, K_WHOLE,
+    FrameError, Hello, HELLO_MAX_FRAME, K_CHUNK, K_HELLO, K_LAST, K_REPLY, K_SUBMIT,
+    K_SUBMIT_CHUNK, K_SUBMIT_LAST, K_WHOLE,
 };
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
@@ -116,6 +117,8 @@ pub struct TransportStats {
     pub bytes_out: AtomicU64,
     pub rejected_handshakes: AtomicU64,
     pub bad_frames: AtomicU64,
+    /// Frames of groups this node does not run, dropped.
+    pub dropped_frames: AtomicU64,
     pub slow_peer_resets: AtomicU64,
 }
 
@@ -147,6 +150,12 @@ impl PeerSender {
     }
 
     fn queue(&self, o: Outgoing) -> bool {
+        // Once a message was dropped for want of room, nothing more is queued until the
+        // connection is reset: a later message must never reach the peer without the dropped
+        // one before it (FIFO per connection, with losses only at a reset).
+        if self.reset.load(Ordering::Relaxed) {
+            return false;
+        }
         match self.tx.try_send(o) {
             Ok(()) => {
                 self.depth.fetch_add(1, Ordering::Relaxed);
@@ -530,6 +539,17 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
             .bytes_in
             .fetch_add(data.len() as u64 + 9, Ordering::Relaxed);
         let event = match reader.frame(kind, data, &cfg.decoders) {
+            Ok(Some(Assembled::Unknown(group))) => {
+                // A peer that runs a group this node does not (configurations that differ
+                // during a rolling change): its frames are dropped, and the connection, which
+                // every other group shares, stays.
+                stats.dropped_frames.fetch_add(1, Ordering::Relaxed);
+                static UNKNOWN: crate::RateLimitedWarn = crate::RateLimitedWarn::new();
+                if let Some(more) = UNKNOWN.check() {
+                    warn!(peer, group, "dropping frames of a group this node does not run ({more} more since the last message)");
+                }
+                continue;
+            }
             Ok(Some(m)) => m,
             Ok(None) => continue,
             Err(e) => {
@@ -554,6 +574,7 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
                 group,
                 payload,
             },
+            Assembled::Unknown(_) => unreachable!("dropped above"),
         };
         if events.send(event.into()).await.is_err() {
             return;
@@ -563,7 +584,6 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
         || why.starts_with("undecodable")
         || why.starts_with("message larger")
         || why.starts_with("unexpected")
-        || why.starts_with("unknown group")
     {
         warn!(peer, %addr, "closing peer connection: {why}");
     } else {
@@ -585,11 +605,14 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
 enum Assembled {
     Message(GroupId, PeerMsg),
     Submit(GroupId, Bytes),
+    /// A whole message or submission of a group this node does not run.
+    Unknown(GroupId),
 }
 
 /// Reassembles chunked messages and decodes each with its group's decoder.
 struct Reassembly {
-    partial: Option<(GroupId, BytesMut)>,
+    /// A message or submission in chunks: whether it is a submission, its group, its bytes.
+    partial: Option<(bool, GroupId, BytesMut)>,
     max_message_bytes: usize,
 }
 
@@ -610,13 +633,16 @@ impl Reassembly {
         decoders: &HashMap<GroupId, Decoder>,
     ) -> Result<Option<Assembled>, String> {
         let (group, data) = split_group(data).map_err(|e| format!("malformed frame: {e}"))?;
-        let whole = match kind {
-            K_WHOLE | K_SUBMIT if self.partial.is_none() => data,
-            K_CHUNK | K_LAST => {
-                let (g, p) = self.partial.get_or_insert_with(|| (group, BytesMut::new()));
-                if *g != group {
+        let (submit, whole) = match kind {
+            K_WHOLE | K_SUBMIT if self.partial.is_none() => (kind == K_SUBMIT, data),
+            K_CHUNK | K_LAST | K_SUBMIT_CHUNK | K_SUBMIT_LAST => {
+                let submit = matches!(kind, K_SUBMIT_CHUNK | K_SUBMIT_LAST);
+                let (s, g, p) = self
+                    .partial
+                    .get_or_insert_with(|| (submit, group, BytesMut::new()));
+                if (*s, *g) != (submit, group) {
                     return Err(format!(
-                        "unexpected chunk of group {group} inside a message of group {g}"
+                        "unexpected chunk of group {group} inside another message of group {g}"
                     ));
                 }
                 if p.len() + data.len() > self.max_message_bytes {
@@ -626,17 +652,17 @@ impl Reassembly {
                     ));
                 }
                 p.extend_from_slice(&data);
-                if kind == K_CHUNK {
+                if matches!(kind, K_CHUNK | K_SUBMIT_CHUNK) {
                     return Ok(None);
                 }
-                self.partial.take().expect("set").1.freeze()
+                (submit, self.partial.take().expect("set").2.freeze())
             }
             _ => return Err(format!("unexpected frame kind {kind}")),
         };
         let Some(decode) = decoders.get(&group) else {
-            return Err(format!("unknown group {group}"));
+            return Ok(Some(Assembled::Unknown(group)));
         };
-        if kind == K_SUBMIT {
+        if submit {
             return Ok(Some(Assembled::Submit(group, whole)));
         }
         match decode(whole) {

@@ -66,16 +66,13 @@ fn large_messages_are_chunked_and_reassembled_per_group() {
 }
 
 #[test]
-fn frames_of_unknown_groups_and_undecodable_messages_close_the_connection() {
+fn frames_of_unknown_groups_are_dropped_and_undecodable_messages_close_the_connection() {
     let decoders = zab_decoders();
     let mut out = BytesMut::new();
     group_frame(&mut out, K_WHOLE, 3, &Msg::NewEpoch { epoch: 1 }.to_bytes());
     let (k, b) = frames(out.freeze()).remove(0);
-    let e = Reassembly::new(1 << 20)
-        .frame(k, b, &decoders)
-        .err()
-        .unwrap();
-    assert!(e.starts_with("unknown group"), "{e}");
+    let r = Reassembly::new(1 << 20).frame(k, b, &decoders);
+    assert!(matches!(r, Ok(Some(Assembled::Unknown(3)))));
     let mut out = BytesMut::new();
     group_frame(&mut out, K_WHOLE, 0, b"\xFFjunk");
     let (k, b) = frames(out.freeze()).remove(0);
@@ -84,6 +81,28 @@ fn frames_of_unknown_groups_and_undecodable_messages_close_the_connection() {
         .err()
         .unwrap();
     assert!(e.starts_with("undecodable"), "{e}");
+}
+
+#[test]
+fn large_submissions_are_chunked_too() {
+    let payload = vec![3u8; 10_000];
+    let mut out = BytesMut::new();
+    encode_message(&mut out, K_SUBMIT, 7, &payload, 4096);
+    let fs = frames(out.freeze());
+    assert_eq!(
+        fs.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        vec![K_SUBMIT_CHUNK, K_SUBMIT_CHUNK, K_SUBMIT_LAST]
+    );
+    let decoders = zab_decoders();
+    let mut r = Reassembly::new(1 << 20);
+    let done: Vec<Assembled> = fs
+        .into_iter()
+        .filter_map(|(k, b)| r.frame(k, b, &decoders).unwrap())
+        .collect();
+    let [Assembled::Submit(7, whole)] = &done[..] else {
+        panic!("one submission of group 7")
+    };
+    assert_eq!(&whole[..], &payload[..]);
 }
 
 #[test]
