@@ -64,6 +64,12 @@ pub struct DurableState<R, H> {
     pub log_base: Position,
     /// The records, by key.
     pub records: BTreeMap<u64, R>,
+    /// Set by the driver, never by a core's ops: the disk lost something this replica may have
+    /// acknowledged (a record failed its checksum and the log was cut there, or the disk came
+    /// back empty). A core restored with `lost` must not vote, promise or acknowledge with the
+    /// state it lost: it recovers from its peers first (docs/contract.md §1.3) and records that
+    /// it is recovering in its own hard state, so that a crash during recovery does not forget.
+    pub lost: bool,
 }
 
 impl<R: LogRecord, H: Default> Default for DurableState<R, H> {
@@ -73,6 +79,7 @@ impl<R: LogRecord, H: Default> Default for DurableState<R, H> {
             snapshot: None,
             log_base: Position::default(),
             records: BTreeMap::new(),
+            lost: false,
         }
     }
 }

@@ -335,4 +335,30 @@ pub trait Protocol: Sized {
     fn gauges(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+
+    /// Whether the views of every live replica show a settled group: what the simulator's
+    /// liveness checker waits for after the faults heal. The default is the leader-based rule
+    /// ([`one_leader_followed_by_all`]); a multi-leader protocol says "every replica proposes".
+    fn settled(views: &[View]) -> bool {
+        one_leader_followed_by_all(views)
+    }
+}
+
+/// The settled state of a leader-based protocol (Zab, Paxos): exactly one replica leads, every
+/// other follows it, all in one epoch.
+pub fn one_leader_followed_by_all(views: &[View]) -> bool {
+    let Some(first) = views.first() else {
+        return false;
+    };
+    views.iter().all(|v| {
+        v.serving()
+            && v.role != Role::Proposer
+            && v.leader == first.leader
+            && v.epoch == first.epoch
+    }) && views.iter().filter(|v| v.role == Role::Leading).count() == 1
+}
+
+/// The settled state of a multi-leader protocol (Mencius): every replica proposes.
+pub fn every_replica_proposes(views: &[View]) -> bool {
+    !views.is_empty() && views.iter().all(|v| v.role == Role::Proposer)
 }

@@ -41,6 +41,7 @@ fn hard(e: u32) -> Hard {
         accepted_leader: 1,
         current_epoch: e,
         led_epoch: 0,
+        recovering: false,
     }
 }
 

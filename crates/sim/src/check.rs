@@ -7,6 +7,7 @@
 //! | order | each replica incarnation delivers slots 1, 2, 3, … without gap or repeat, after its snapshot |
 //! | integrity | only submitted commands are delivered, each at one slot only |
 //! | durability | at the end every replica holds every slot ever delivered anywhere |
+//! | recovery | restarted from their disks alone, the replicas recover every slot ever delivered |
 //! | crash-tolerance | zab.md §1.5: when a replica delivers m, a quorum has m in stable storage |
 //! | leader | at most one leader per epoch |
 //! | liveness | after the last fault heals, the cluster settles and serves within a bound |
@@ -22,12 +23,22 @@ pub enum Checker {
     Order,
     Integrity,
     Durability,
+    Recovery,
     CrashTolerance,
     Leader,
     Liveness,
     Snapshot,
+    /// A checker across groups ([`CrossCheck`], e.g. SconeKV's serializability) objected.
+    CrossGroup,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
+}
+
+/// A checker over the deliveries of every group together (the hook for SconeKV's
+/// serializability checker): it sees each delivery as it happens, after the per-group
+/// checkers, and returns a description of what is wrong, if anything.
+pub trait CrossCheck {
+    fn delivered(&mut self, group: usize, node: NodeId, slot: u64, command: u64) -> Option<String>;
 }
 
 impl fmt::Display for Checker {
@@ -37,10 +48,12 @@ impl fmt::Display for Checker {
             Checker::Order => "total-order",
             Checker::Integrity => "integrity",
             Checker::Durability => "durability",
+            Checker::Recovery => "recovery-from-disk",
             Checker::CrashTolerance => "crash-tolerance",
             Checker::Leader => "one-leader-per-epoch",
             Checker::Liveness => "liveness",
             Checker::Snapshot => "snapshot",
+            Checker::CrossGroup => "cross-group",
             Checker::Panic => "panic",
         };
         f.write_str(s)
@@ -238,13 +251,35 @@ impl History {
 
     /// The end of a run: every replica holds the whole history delivered anywhere.
     pub fn final_state(&mut self, now: TimeUs, node: NodeId, applied_ids: &[u64]) {
+        self.holds_history(Checker::Durability, now, node, applied_ids, "at the end");
+    }
+
+    /// After every replica restarted from its disk alone: each recovered the whole history.
+    pub fn recovered(&mut self, now: TimeUs, node: NodeId, applied_ids: &[u64]) {
+        self.holds_history(
+            Checker::Recovery,
+            now,
+            node,
+            applied_ids,
+            "after every replica restarted from its disk",
+        );
+    }
+
+    fn holds_history(
+        &mut self,
+        checker: Checker,
+        now: TimeUs,
+        node: NodeId,
+        applied_ids: &[u64],
+        when: &str,
+    ) {
         let max = self.max_slot();
         if (applied_ids.len() as u64) < max {
             self.violate(
-                Checker::Durability,
+                checker.clone(),
                 now,
                 format!(
-                    "n{node} holds {} slots at the end, but slot {max} was delivered",
+                    "n{node} holds {} slots {when}, but slot {max} was delivered",
                     applied_ids.len()
                 ),
             );
@@ -253,9 +288,11 @@ impl History {
             let slot = i as u64 + 1;
             if self.at(slot).is_some_and(|known| known != id) {
                 self.violate(
-                    Checker::Durability,
+                    checker,
                     now,
-                    format!("n{node} ends with command {id} at slot {slot}, history has another"),
+                    format!(
+                        "n{node} holds command {id} at slot {slot} {when}, history has another"
+                    ),
                 );
                 break;
             }
@@ -346,6 +383,17 @@ mod tests {
         h.delivered(1, 1, 0, 1, 1, 1, true);
         h.final_state(9, 2, &[3]);
         assert_eq!(only(&h), Checker::Durability);
+    }
+
+    #[test]
+    fn recovery_catches_a_slot_lost_by_every_disk() {
+        let mut h = history();
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(1, 1, 0, 2, 2, 2, true);
+        h.recovered(9, 1, &[1, 2]);
+        assert!(h.ok());
+        h.recovered(9, 2, &[1]);
+        assert_eq!(only(&h), Checker::Recovery);
     }
 
     #[test]

@@ -24,16 +24,55 @@ pub enum FaultKind {
     /// and the follower half a second later (a majority crash for N = 3: adversarial, selected
     /// by name only, not part of `all`).
     CrashPair,
+    /// Stop a process for the fault's duration (a GC pause, a stopped VM): it runs nothing,
+    /// its events wait; its peers see nothing but silence.
+    Pause,
+    /// Make a node's clock run fast or slow (2–10×) for the fault's duration: its timeouts
+    /// fire early or late. Skew and steady drift are always on ([`crate::ClockModel`]).
+    ClockDrift,
+    /// The next fsync on a node fails with EIO: the process stops (it cannot know what
+    /// landed: part of the write may have), and restarts when the fault heals.
+    DiskError,
+    /// Break one connection, but what was in flight is not lost: it arrives late, after
+    /// messages of the new connection, some of it twice (a reconnect that replays).
+    Replay,
+    /// Silent corruption of one record on a node's disk, found by its checksum when the node
+    /// restarts: the log is cut there. The node crashes now and restarts when the fault heals,
+    /// knowing it lost state it may have acknowledged.
+    Corrupt,
+    /// A node's disk is wiped: it crashes and comes back empty when the fault heals, knowing
+    /// it lost its state.
+    Wipe,
+    /// fsync returns before the data is on the medium on a majority of the nodes for the
+    /// fault's duration, and they all crash at its end: acknowledged writes are lost. Beyond
+    /// every protocol's assumptions: selected by name only, to show the checkers catch it.
+    LyingDisk,
+    /// Wipe the disks of a majority at once. Beyond every protocol's assumptions: selected by
+    /// name only, to show the checkers catch it.
+    WipeMajority,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 6] = [
+    /// The faults within the assumptions of the crash-recovery protocols: `--faults all`.
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::Crash,
         FaultKind::Partition,
         FaultKind::OneWay,
         FaultKind::SlowNode,
         FaultKind::SlowDisk,
         FaultKind::LinkReset,
+        FaultKind::Pause,
+        FaultKind::ClockDrift,
+        FaultKind::DiskError,
+        FaultKind::Replay,
+        FaultKind::Corrupt,
+        FaultKind::Wipe,
+    ];
+    /// Faults beyond the assumptions (or adversarial), selected by name only.
+    pub const BY_NAME_ONLY: [FaultKind; 3] = [
+        FaultKind::CrashPair,
+        FaultKind::LyingDisk,
+        FaultKind::WipeMajority,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -44,7 +83,20 @@ impl FaultKind {
             FaultKind::SlowDisk => "slow-disk",
             FaultKind::LinkReset => "link-reset",
             FaultKind::CrashPair => "crash-pair",
+            FaultKind::Pause => "pause",
+            FaultKind::ClockDrift => "clock-drift",
+            FaultKind::DiskError => "disk-error",
+            FaultKind::Replay => "replay",
+            FaultKind::Corrupt => "corrupt",
+            FaultKind::Wipe => "wipe",
+            FaultKind::LyingDisk => "lying-disk",
+            FaultKind::WipeMajority => "wipe-majority",
         }
+    }
+
+    /// Faults that end by themselves or are healed by something other than their heal event.
+    pub(crate) fn has_heal(self) -> bool {
+        !matches!(self, FaultKind::LinkReset | FaultKind::Replay)
     }
 }
 
@@ -83,12 +135,17 @@ impl FromStr for FaultSet {
                 "heal" => continue,
                 _ => *FaultKind::ALL
                     .iter()
-                    .chain(std::iter::once(&FaultKind::CrashPair))
+                    .chain(FaultKind::BY_NAME_ONLY.iter())
                     .find(|k| k.name() == part)
                     .ok_or_else(|| {
                         format!(
                             "unknown fault kind '{part}' (expected all, none, or a list of: {})",
-                            FaultKind::ALL.map(|k| k.name()).join(", ")
+                            FaultKind::ALL
+                                .iter()
+                                .chain(FaultKind::BY_NAME_ONLY.iter())
+                                .map(|k| k.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )
                     })?,
             };
@@ -105,8 +162,9 @@ pub struct Fault {
     pub kind: FaultKind,
     pub start_us: u64,
     pub end_us: u64,
-    /// Aim at the current leader (when there is one).
-    pub at_leader: bool,
+    /// Aim at the replica the protocol names (the leader, or a multi-leader protocol's duty
+    /// holder), when there is one; otherwise at a random replica.
+    pub at_named: bool,
     /// Slow-down factor for slow-node and slow-disk.
     pub factor: u32,
     /// Node indices, fixed when the fault fires.
@@ -144,7 +202,7 @@ impl Schedule {
                     kind: s.kind,
                     start_us: s.start_us,
                     end_us: s.end_us,
-                    at_leader: true,
+                    at_named: true,
                     factor: s.factor,
                     resolved: s.targets.clone(),
                     healed: false,
@@ -167,7 +225,7 @@ impl Schedule {
                 kind,
                 start_us,
                 end_us: (start_us + len).min(window),
-                at_leader: rng.next_u64() & 1 == 0,
+                at_named: rng.next_u64() & 1 == 0,
                 factor: between(rng, 5, 50) as u32,
                 resolved: Vec::new(),
                 healed: false,

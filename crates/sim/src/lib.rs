@@ -8,21 +8,27 @@
 
 pub mod check;
 pub mod faults;
+pub mod wan;
 mod world;
 
-pub use check::{Checker, History, Violation};
+pub use check::{Checker, CrossCheck, History, Violation};
 pub use faults::{FaultKind, FaultSet};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use synod_core::{Protocol, Role};
+pub use wan::{Wan, WanLink};
 pub use world::World;
 
 #[derive(Clone, Debug)]
 pub struct NetModel {
-    /// One-way latency, uniform in [min, max].
+    /// One-way latency, uniform in [min, max] (without a WAN; with one, between nodes of one
+    /// site).
     pub latency_min_us: u64,
     pub latency_max_us: u64,
+    /// Of each node's network interface: everything a node sends shares it.
     pub bandwidth_bytes_per_s: u64,
+    /// Sites, and latency and bandwidth per directed pair of sites.
+    pub wan: Option<Wan>,
 }
 
 impl NetModel {
@@ -32,6 +38,79 @@ impl NetModel {
             latency_min_us: 50,
             latency_max_us: 150,
             bandwidth_bytes_per_s: 1_250_000_000,
+            wan: None,
+        }
+    }
+
+    /// Nodes spread over the sites of `wan`, each with a 1 Gbit/s interface.
+    pub fn wan(wan: Wan) -> Self {
+        Self {
+            bandwidth_bytes_per_s: 125_000_000,
+            wan: Some(wan),
+            ..Self::lan()
+        }
+    }
+}
+
+/// CPU time a node spends per message, under the cost model: what a message costs a real
+/// process (system calls, copies, wake-ups), which the simulator otherwise treats as free. A
+/// node processes one thing at a time; its messages leave, and its next event starts, after
+/// the CPU time of the step that produced them. All zero (the default): messages are free.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CostModel {
+    /// Per message received.
+    pub receive_ns: u64,
+    /// Per message sent (per destination).
+    pub send_ns: u64,
+    /// Per byte received or sent.
+    pub byte_ns: u64,
+}
+
+impl CostModel {
+    /// No CPU cost at all (the simulator's model before the cost model).
+    pub fn free() -> Self {
+        Self::default()
+    }
+
+    /// Calibrated on real processes on the workplace machine (docs/results/simulator.md,
+    /// "Cost model"): `synod bench protocols` measures about 20 µs of server CPU per message
+    /// end (each peer message at its sender and its receiver, each client request and reply)
+    /// for zab at N = 3 under 32 clients, and each of the three replicas gets about half of one
+    /// of the two cores (the load generator takes the rest), so a message holds a replica for
+    /// about 40 µs of wall time. The measurements do not separate a per-byte cost (every
+    /// message there carries about 1 KiB), so it is left at zero.
+    pub fn calibrated() -> Self {
+        Self {
+            receive_ns: 40_000,
+            send_ns: 40_000,
+            byte_ns: 0,
+        }
+    }
+
+    pub(crate) fn receive_ns(&self, bytes: usize) -> u64 {
+        self.receive_ns + self.byte_ns * bytes as u64
+    }
+
+    pub(crate) fn send_ns(&self, bytes: usize) -> u64 {
+        self.send_ns + self.byte_ns * bytes as u64
+    }
+}
+
+/// Every node's clock is offset from true time by up to `max_offset_us` (skew) and runs at a
+/// rate off by up to `max_drift_ppm` (drift), both drawn per node from the seed. The cores
+/// read only their own node's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockModel {
+    pub max_offset_us: u64,
+    pub max_drift_ppm: u64,
+}
+
+impl Default for ClockModel {
+    fn default() -> Self {
+        // A few seconds of skew and the drift of a poor crystal (NTP's tolerance is 500 ppm).
+        Self {
+            max_offset_us: 5_000_000,
+            max_drift_ppm: 500,
         }
     }
 }
@@ -41,14 +120,18 @@ pub struct DiskModel {
     /// fsync latency, uniform in [min, max].
     pub fsync_min_us: u64,
     pub fsync_max_us: u64,
+    /// A crash during an fsync makes a random prefix of its writes durable (a group commit
+    /// that landed partly; the log's checksums cut it at the first incomplete record).
+    pub torn_writes: bool,
 }
 
 impl DiskModel {
-    /// A datacentre SSD: 100–400 µs per fsync.
+    /// A datacentre SSD: 100–400 µs per fsync; a crash during an fsync lands part of it.
     pub fn ssd() -> Self {
         Self {
             fsync_min_us: 100,
             fsync_max_us: 400,
+            torn_writes: true,
         }
     }
 }
@@ -94,6 +177,8 @@ pub struct SimConfig<O> {
     pub options: O,
     pub net: NetModel,
     pub disk: DiskModel,
+    pub cost: CostModel,
+    pub clock: ClockModel,
     pub workload: Workload,
     pub faults: FaultSet,
     /// Faults happen in [0, window); everything heals at its end.
@@ -122,6 +207,15 @@ pub struct SimConfig<O> {
     /// Measure for this long (virtual) and stop: no healing phase, no liveness or final checks
     /// (the safety checkers still run on every delivery). For performance experiments.
     pub run_for_us: Option<u64>,
+    /// Groups: every node runs one replica of each, sharing its disk, network interface and
+    /// CPU; clients are spread over the groups.
+    pub groups: usize,
+    /// A checker across groups, built for each run.
+    pub cross_check: Option<fn() -> Box<dyn check::CrossCheck>>,
+    /// At the end of the run, restart every replica from its disk image alone, with the
+    /// network healed and no clients, and check that together they recover every slot ever
+    /// delivered (durability whether or not a majority was up at the end).
+    pub restart_check: bool,
     /// A fixed fault schedule replacing the drawn one (for demonstrations and regressions).
     pub script: Vec<faults::Scripted>,
     /// Checkers switched off (only to show that the others catch a bug on their own).
@@ -137,6 +231,8 @@ impl<O> SimConfig<O> {
             options,
             net: NetModel::lan(),
             disk: DiskModel::ssd(),
+            cost: CostModel::free(),
+            clock: ClockModel::default(),
             workload: Workload::default(),
             faults: FaultSet::all(),
             fault_window_us: 4_000_000,
@@ -150,9 +246,46 @@ impl<O> SimConfig<O> {
             a12_crashes: false,
             follower_invariant: None,
             run_for_us: None,
+            restart_check: true,
+            groups: 1,
+            cross_check: None,
             script: Vec::new(),
             disabled: Vec::new(),
             trace: false,
+        }
+    }
+}
+
+impl<O> SimConfig<O> {
+    /// The same configuration with other protocol options.
+    pub fn with_options<Q>(&self, options: Q) -> SimConfig<Q> {
+        SimConfig {
+            nodes: self.nodes,
+            seed: self.seed,
+            options,
+            net: self.net.clone(),
+            disk: self.disk.clone(),
+            cost: self.cost.clone(),
+            clock: self.clock.clone(),
+            workload: self.workload.clone(),
+            faults: self.faults.clone(),
+            fault_window_us: self.fault_window_us,
+            max_faults: self.max_faults,
+            max_fault_us: self.max_fault_us,
+            liveness_bound_us: self.liveness_bound_us,
+            settle_window_us: self.settle_window_us,
+            snapshot_every: self.snapshot_every,
+            batch_commands: self.batch_commands,
+            stay_down: self.stay_down,
+            a12_crashes: self.a12_crashes,
+            follower_invariant: self.follower_invariant,
+            run_for_us: self.run_for_us,
+            restart_check: self.restart_check,
+            groups: self.groups,
+            cross_check: self.cross_check,
+            script: self.script.clone(),
+            disabled: self.disabled.clone(),
+            trace: self.trace,
         }
     }
 }
@@ -176,19 +309,19 @@ pub struct Report {
     pub committed: u64,
     pub virtual_us: u64,
     pub latency: Option<Histogram<u64>>,
-    /// Latency of writes submitted at the leader, and at followers ([T]'s server-side latency).
-    pub latency_leader: Option<Histogram<u64>>,
-    pub latency_follower: Option<Histogram<u64>>,
+    /// Latency of writes by the role (its name) of the replica they were submitted at, when
+    /// they completed ([T]'s server-side latency at the leader and at followers).
+    pub latency_by_role: BTreeMap<&'static str, Histogram<u64>>,
     /// Reads served locally.
     pub reads: u64,
-    /// Messages received by the leader, by type.
-    pub leader_in_kinds: BTreeMap<&'static str, u64>,
+    /// Messages received, by the role (its name) of the receiver at that moment and the
+    /// message's kind.
+    pub in_kinds: BTreeMap<(&'static str, &'static str), u64>,
     /// The cores' gauges sampled at the end of each run: name → (sum, samples).
     pub gauges: BTreeMap<&'static str, (f64, u64)>,
-    /// Messages received / sent, by the role of the replica at that moment
-    /// (0 leader, 1 follower, 2 electing).
-    pub msgs_in: [u64; 3],
-    pub msgs_out: [u64; 3],
+    /// Messages received / sent, by the role (its name) of the replica at that moment.
+    pub msgs_in: BTreeMap<&'static str, u64>,
+    pub msgs_out: BTreeMap<&'static str, u64>,
     /// Time from healing to a settled cluster, per run.
     pub settle_us: Vec<u64>,
     /// Broadcast-mode switches of switching variants: "to-base" (e.g. ZabCT → Zab) and
@@ -199,10 +332,34 @@ pub struct Report {
 
 impl Report {
     pub(crate) fn count_in(&mut self, r: Role) {
-        self.msgs_in[world::role_index(r)] += 1;
+        *self.msgs_in.entry(r.name()).or_default() += 1;
     }
     pub(crate) fn count_out(&mut self, r: Role) {
-        self.msgs_out[world::role_index(r)] += 1;
+        *self.msgs_out.entry(r.name()).or_default() += 1;
+    }
+
+    /// Messages received by replicas in role `r`.
+    pub fn received_as(&self, r: Role) -> u64 {
+        self.msgs_in.get(r.name()).copied().unwrap_or(0)
+    }
+
+    /// Messages sent by replicas in role `r`.
+    pub fn sent_as(&self, r: Role) -> u64 {
+        self.msgs_out.get(r.name()).copied().unwrap_or(0)
+    }
+
+    /// Messages of `kind` received by replicas in role `r`.
+    pub fn received_kind_as(&self, r: Role, kind: &str) -> u64 {
+        self.in_kinds
+            .iter()
+            .filter(|((role, k), _)| *role == r.name() && *k == kind)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Latency of the writes submitted at replicas in role `r`.
+    pub fn latency_as(&self, r: Role) -> Option<&Histogram<u64>> {
+        self.latency_by_role.get(r.name())
     }
 
     pub fn merge(&mut self, seed: u64, r: Report) {
@@ -219,30 +376,34 @@ impl Report {
         self.deliveries += r.deliveries;
         self.committed += r.committed;
         self.virtual_us += r.virtual_us;
-        for (mine, theirs) in [
-            (&mut self.latency, r.latency),
-            (&mut self.latency_leader, r.latency_leader),
-            (&mut self.latency_follower, r.latency_follower),
-        ] {
-            if let Some(h) = theirs {
-                match mine {
-                    Some(l) => l.add(&h).expect("same histogram bounds"),
-                    None => *mine = Some(h),
+        if let Some(h) = r.latency {
+            match &mut self.latency {
+                Some(l) => l.add(&h).expect("same histogram bounds"),
+                None => self.latency = Some(h),
+            }
+        }
+        for (role, h) in r.latency_by_role {
+            match self.latency_by_role.get_mut(role) {
+                Some(l) => l.add(&h).expect("same histogram bounds"),
+                None => {
+                    self.latency_by_role.insert(role, h);
                 }
             }
         }
         self.reads += r.reads;
-        for (k, v) in r.leader_in_kinds {
-            *self.leader_in_kinds.entry(k).or_default() += v;
+        for (k, v) in r.in_kinds {
+            *self.in_kinds.entry(k).or_default() += v;
         }
         for (k, (sum, n)) in r.gauges {
             let e = self.gauges.entry(k).or_default();
             e.0 += sum;
             e.1 += n;
         }
-        for i in 0..3 {
-            self.msgs_in[i] += r.msgs_in[i];
-            self.msgs_out[i] += r.msgs_out[i];
+        for (k, v) in r.msgs_in {
+            *self.msgs_in.entry(k).or_default() += v;
+        }
+        for (k, v) in r.msgs_out {
+            *self.msgs_out.entry(k).or_default() += v;
         }
         self.settle_us.extend(r.settle_us);
         for (k, v) in r.switches {
@@ -317,5 +478,3 @@ where
     }
     total
 }
-
-pub mod protocols;

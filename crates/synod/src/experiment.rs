@@ -3,7 +3,8 @@
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
-use synod_sim::protocols::run_named_seeds;
+use synod_core::Role;
+use synod_protocols::run_named_seeds;
 use synod_sim::{DiskModel, FaultSet, NetModel, Report, SimConfig};
 
 struct Row {
@@ -20,11 +21,11 @@ impl Row {
     fn throughput(&self) -> f64 {
         self.r.committed as f64 / self.secs().max(1e-9)
     }
-    fn mean_ms(h: &Option<hdrhistogram::Histogram<u64>>) -> f64 {
-        h.as_ref().map_or(0.0, |h| h.mean() / 1000.0)
+    fn mean_ms(h: Option<&hdrhistogram::Histogram<u64>>) -> f64 {
+        h.map_or(0.0, |h| h.mean() / 1000.0)
     }
     fn latency_ms(&self) -> f64 {
-        Self::mean_ms(&self.r.latency)
+        Self::mean_ms(self.r.latency.as_ref())
     }
     fn per_cmd(&self, v: u64, per: f64) -> f64 {
         v as f64 / self.r.committed.max(1) as f64 / per
@@ -78,10 +79,12 @@ pub fn thesis_experiment(seeds: std::ops::Range<u64>, threads: usize, quick: boo
                     latency_min_us: 150,
                     latency_max_us: 450,
                     bandwidth_bytes_per_s: 12_500_000,
+                    wan: None,
                 };
                 cfg.disk = DiskModel {
                     fsync_min_us: 1,
                     fsync_max_us: 5,
+                    torn_writes: true,
                 };
                 cfg.workload.clients = if quick { 50 } else { 250 };
                 cfg.workload.think_us = 0;
@@ -191,7 +194,7 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
             let wr = (r.wr * 100.0).round() as u32;
             let thesis = thesis(r.protocol, n, wr)
                 .map_or("—".to_string(), |(l, t)| format!("{l}% / {t}%"));
-            let acks = r.r.leader_in_kinds.get("ack").copied().unwrap_or(0);
+            let acks = r.r.received_kind_as(Role::Leading, "ack");
             // Followers' coin at the end of the runs: the mean p of those running the variant,
             // and how many had fallen back to Zab.
             let coin = match (r.r.gauges.get("coin_p"), r.r.gauges.get("zab_mode")) {
@@ -217,12 +220,12 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
                 "| {} | {wr}% | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {coin} | {vs_l} | {vs_t} | {thesis} |",
                 r.protocol,
                 r.throughput(),
-                Row::mean_ms(&r.r.latency_leader),
-                Row::mean_ms(&r.r.latency_follower),
-                r.per_cmd(r.r.msgs_in[0], 1.0),
-                r.per_cmd(r.r.msgs_out[0], 1.0),
-                r.per_cmd(r.r.msgs_in[1], followers),
-                r.per_cmd(r.r.msgs_out[1], followers),
+                Row::mean_ms(r.r.latency_as(Role::Leading)),
+                Row::mean_ms(r.r.latency_as(Role::Following)),
+                r.per_cmd(r.r.received_as(Role::Leading), 1.0),
+                r.per_cmd(r.r.sent_as(Role::Leading), 1.0),
+                r.per_cmd(r.r.received_as(Role::Following), followers),
+                r.per_cmd(r.r.sent_as(Role::Following), followers),
                 r.per_cmd(acks, 1.0),
             );
         }

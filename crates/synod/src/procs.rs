@@ -41,6 +41,34 @@ pub fn metric(text: &str, sample: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// User + system CPU time of a process in clock ticks (see [`clock_ticks_per_second`]), from
+/// /proc/<pid>/stat; None if it is gone.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/<pid>/stat line. The command name (field 2) is
+/// in parentheses and may itself hold spaces and parentheses, so the fields are counted from
+/// the last ')'. None if the line is malformed.
+pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // From the state (field 3): utime and stime are the 12th and 13th after the name.
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    utime.checked_add(stime)
+}
+
+/// The kernel's clock ticks per second (`sysconf(_SC_CLK_TCK)`; 100, Linux's USER_HZ, if it
+/// cannot be read).
+pub fn clock_ticks_per_second() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&t| t > 0)
+        .unwrap_or(100) as u64
+}
+
 /// Where Debian's zookeeper package puts the server's classes.
 pub const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
 
@@ -413,18 +441,7 @@ impl Cluster {
 
     /// CPU time (user + system) of node i in seconds, if it runs.
     pub fn cpu_seconds(&self, i: u32) -> Option<f64> {
-        let pid = self.pid(i)?;
-        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name (which is in parentheses and may hold spaces).
-        let rest = &s[s.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = f.get(11)?.parse().ok()?;
-        let stime: f64 = f.get(12)?.parse().ok()?;
-        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .unwrap_or(100) as f64;
-        Some((utime + stime) / hz)
+        Some(cpu_ticks(self.pid(i)?)? as f64 / clock_ticks_per_second() as f64)
     }
 
     /// The tail of node i's log, for error messages.

@@ -3,8 +3,9 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::time::Instant;
-use synod_sim::protocols;
-use synod_sim::{FaultSet, Report, SimConfig};
+use synod_core::Role;
+use synod_protocols as protocols;
+use synod_sim::{ClockModel, CostModel, FaultSet, NetModel, Report, SimConfig, Wan};
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -22,9 +23,34 @@ pub struct SimArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Fault kinds: all, none, or a comma list of crash, partition, one-way, slow-node,
-    /// slow-disk, link-reset.
+    /// slow-disk, link-reset, pause, clock-drift, disk-error, replay, corrupt, wipe (all of
+    /// these are `all`), and crash-pair, lying-disk, wipe-majority (by name only: beyond the
+    /// protocols' assumptions). See docs/simulator.md.
     #[arg(long, default_value = "all")]
     faults: String,
+    /// CPU cost per message: `free` (messages cost nothing), `calibrated` (measured on real
+    /// processes on this machine), or RECEIVE_NS,SEND_NS,BYTE_NS.
+    #[arg(long, default_value = "free")]
+    cost: String,
+    /// Network: `lan` (one rack), `wan` (the Mencius report's three sites, 50 ms, 20 Mbit/s),
+    /// or a file describing sites, links and changes (docs/simulator.md).
+    #[arg(long, default_value = "lan")]
+    network: String,
+    /// Largest offset of a node's clock from true time, in milliseconds.
+    #[arg(long, default_value_t = 5_000)]
+    clock_skew_ms: u64,
+    /// Largest steady drift of a node's clock, in parts per million.
+    #[arg(long, default_value_t = 500)]
+    clock_drift_ppm: u64,
+    /// Groups: every node runs a replica of each, sharing its disk, interface and CPU.
+    #[arg(long, default_value_t = 1)]
+    groups: usize,
+    /// Whether a crash during an fsync lands part of it (`true`/`false`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    torn_writes: bool,
+    /// Restart every replica from its disk at the end of each run and check what they recover.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    restart_check: bool,
     /// Print the event trace of the run (with --seed).
     #[arg(long, requires = "seed")]
     trace: bool,
@@ -62,6 +88,31 @@ pub struct SimArgs {
     /// Worker threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
+}
+
+fn parse_cost(s: &str) -> Result<CostModel> {
+    Ok(match s {
+        "free" => CostModel::free(),
+        "calibrated" => CostModel::calibrated(),
+        _ => {
+            let v: Vec<u64> = s
+                .split(',')
+                .map(|x| x.trim().parse::<u64>())
+                .collect::<Result<_, _>>()
+                .ok()
+                .filter(|v: &Vec<u64>| v.len() == 3)
+                .with_context(|| {
+                    format!(
+                        "--cost takes free, calibrated or RECEIVE_NS,SEND_NS,BYTE_NS, got '{s}'"
+                    )
+                })?;
+            CostModel {
+                receive_ns: v[0],
+                send_ns: v[1],
+                byte_ns: v[2],
+            }
+        }
+    })
 }
 
 fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
@@ -107,6 +158,29 @@ pub fn run(args: SimArgs) -> Result<i32> {
     cfg.stay_down = args.stay_down;
     cfg.max_faults = args.max_faults;
     cfg.max_fault_us = args.max_fault_ms * 1_000;
+    cfg.cost = parse_cost(&args.cost)?;
+    cfg.net = match args.network.as_str() {
+        "lan" => NetModel::lan(),
+        "wan" => NetModel::wan(Wan::three_sites(args.nodes)),
+        path => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--network {path}: not lan, wan, or a readable file"))?;
+            NetModel::wan(
+                Wan::parse(&text, args.nodes)
+                    .map_err(|e| anyhow::anyhow!("--network {path}: {e}"))?,
+            )
+        }
+    };
+    cfg.clock = ClockModel {
+        max_offset_us: args.clock_skew_ms * 1_000,
+        max_drift_ppm: args.clock_drift_ppm.min(500_000),
+    };
+    if !(1..=64).contains(&args.groups) {
+        bail!("--groups must be between 1 and 64");
+    }
+    cfg.groups = args.groups;
+    cfg.disk.torn_writes = args.torn_writes;
+    cfg.restart_check = args.restart_check;
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -182,14 +256,30 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
     );
     let c = r.committed.max(1) as f64;
     let followers = (r.nodes.saturating_sub(1)).max(1) as f64;
+    // Per role, as the protocol names its roles; followers' figures are per follower.
+    let per_role: Vec<String> = r
+        .msgs_in
+        .keys()
+        .chain(r.msgs_out.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|role| {
+            let per = if *role == Role::Following.name() {
+                c * followers
+            } else {
+                c
+            };
+            let get = |m: &std::collections::BTreeMap<&str, u64>| m.get(role).copied().unwrap_or(0);
+            format!(
+                "{role} in {:.2} out {:.2}",
+                get(&r.msgs_in) as f64 / per,
+                get(&r.msgs_out) as f64 / per
+            )
+        })
+        .collect();
     println!(
-        "messages/cmd    leader in {:.2} out {:.2}; each follower in {:.2} out {:.2}; while electing in {:.2} out {:.2}",
-        r.msgs_in[0] as f64 / c,
-        r.msgs_out[0] as f64 / c,
-        r.msgs_in[1] as f64 / c / followers,
-        r.msgs_out[1] as f64 / c / followers,
-        r.msgs_in[2] as f64 / c,
-        r.msgs_out[2] as f64 / c,
+        "messages/cmd    {} (following: per follower)",
+        per_role.join("; ")
     );
     if !r.switches.is_empty() {
         let s: Vec<String> = r.switches.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -222,10 +312,33 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
         for (seed, v) in &r.failures {
             println!("  seed {seed}: {v}");
         }
+        let a = args;
+        let rest = format!(
+            "--faults {} --groups {} --clients {} --think-us {} --payload {} --batch {} \
+             --window-ms {} --max-faults {} --max-fault-ms {} --stay-down {} --cost {} \
+             --network {} --clock-skew-ms {} --clock-drift-ppm {} --torn-writes {} \
+             --restart-check {}",
+            a.faults,
+            a.groups,
+            a.clients,
+            a.think_us,
+            a.payload,
+            a.batch,
+            a.window_ms,
+            a.max_faults,
+            a.max_fault_ms,
+            a.stay_down,
+            a.cost,
+            a.network,
+            a.clock_skew_ms,
+            a.clock_drift_ppm,
+            a.torn_writes,
+            a.restart_check
+        );
         for seed in seeds.iter().take(5) {
             println!(
-                "  reproduce: synod sim --protocol {} --nodes {} --faults {} --seed {seed} --trace",
-                args.protocol, args.nodes, args.faults
+                "  reproduce: synod sim --protocol {} --nodes {} {rest} --seed {seed} --trace",
+                a.protocol, a.nodes
             );
         }
     }

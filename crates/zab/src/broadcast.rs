@@ -14,14 +14,31 @@ impl Zab {
                 reject(out, refused, Reject::Busy);
             }
             Phase::Following(f) if f.stage == FStage::Broadcast => {
-                let leader = f.leader;
+                let (leader, epoch) = (f.leader, f.epoch);
+                let nonce = self.forward_nonce;
                 if self.opts.bug == Some(Bug::ForwardTwice) {
+                    // The bug is the follower's: the same commands forwarded as two forwards.
+                    self.forward_seq += 1;
                     let again = Msg::Forward {
+                        epoch,
+                        nonce,
+                        seq: self.forward_seq,
                         commands: commands.clone(),
                     };
                     self.send(out, leader, again);
                 }
-                self.send(out, leader, Msg::Forward { commands });
+                self.forward_seq += 1;
+                let seq = self.forward_seq;
+                self.send(
+                    out,
+                    leader,
+                    Msg::Forward {
+                        epoch,
+                        nonce,
+                        seq,
+                        commands,
+                    },
+                );
             }
             _ => reject(out, commands, Reject::NoLeader),
         }
@@ -429,11 +446,32 @@ impl Zab {
 
     /// Leader: a follower forwarded its clients' commands; they join the queue and leave in the
     /// next batch.
-    pub fn on_forward(&mut self, from: NodeId, commands: Vec<Command>, out: &mut ZabActions) {
+    /// Leader: commands a follower forwarded. Each forward is taken once, in the order the
+    /// follower sent them: one forwarded to an earlier epoch's leader, or not numbered above
+    /// the last one taken from this follower's incarnation, is a replay (a reconnecting
+    /// transport may deliver a broken connection's messages late, or twice) and is dropped —
+    /// taking it would order its commands twice. Dropping loses nothing a client was told of:
+    /// it retries after its timeout.
+    pub fn on_forward(
+        &mut self,
+        from: NodeId,
+        (epoch, nonce, seq): (u32, u64, u64),
+        commands: Vec<Command>,
+        out: &mut ZabActions,
+    ) {
         let now = self.now;
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
+        if epoch != l.epoch {
+            return;
+        }
+        match l.forwards.get(&from) {
+            Some(&(n, last)) if n == nonce && seq <= last => return,
+            _ => {
+                l.forwards.insert(from, (nonce, seq));
+            }
+        }
         if let Some(p) = l.peers.get_mut(&from) {
             p.last_heard = now;
         }

@@ -44,21 +44,47 @@ impl Wire for Entry {
     }
 }
 
+/// The hard state's encoding: four u32s and the `recovering` flag (one byte, 0 or 1). The
+/// write-ahead log stores a hard state as one whole record and reads it back with
+/// [`Wire::from_bytes`], which also accepts the 16-byte form written before the flag existed
+/// (read as `recovering = false`). [`Wire::decode`] itself always expects the flag, so a hard
+/// state stays unambiguous inside a larger value.
 impl Wire for Hard {
     fn encode(&self, b: &mut BytesMut) {
         b.put_u32(self.accepted_epoch);
         b.put_u32(self.accepted_leader);
         b.put_u32(self.current_epoch);
         b.put_u32(self.led_epoch);
+        b.put_u8(self.recovering as u8);
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
-        Ok(Hard {
-            accepted_epoch: get_u32(b)?,
-            accepted_leader: get_u32(b)?,
-            current_epoch: get_u32(b)?,
-            led_epoch: get_u32(b)?,
-        })
+        let mut h = decode_hard_without_flag(b)?;
+        h.recovering = get_bool(b)?;
+        Ok(h)
     }
+    fn from_bytes(mut b: Bytes) -> WireResult<Self> {
+        if b.len() == HARD_LEGACY_LEN {
+            return decode_hard_without_flag(&mut b);
+        }
+        let h = Self::decode(&mut b)?;
+        if !b.is_empty() {
+            return Err(WireError::Trailing(b.len()));
+        }
+        Ok(h)
+    }
+}
+
+/// The length of a hard state written before the `recovering` flag.
+const HARD_LEGACY_LEN: usize = 16;
+
+fn decode_hard_without_flag(b: &mut Bytes) -> WireResult<Hard> {
+    Ok(Hard {
+        accepted_epoch: get_u32(b)?,
+        accepted_leader: get_u32(b)?,
+        current_epoch: get_u32(b)?,
+        led_epoch: get_u32(b)?,
+        recovering: false,
+    })
 }
 
 impl Wire for Vote {
@@ -153,19 +179,27 @@ impl Wire for PeerState {
 impl Wire for Msg {
     fn encode(&self, b: &mut BytesMut) {
         match self {
-            Msg::Notification { round, vote, state } => {
+            Msg::Notification {
+                round,
+                vote,
+                state,
+                accepted,
+            } => {
                 b.put_u8(1);
                 b.put_u64(*round);
                 vote.encode(b);
                 state.encode(b);
+                b.put_u32(*accepted);
             }
             Msg::FollowerInfo {
                 accepted_epoch,
                 accepted_leader,
+                recovering,
             } => {
                 b.put_u8(2);
                 b.put_u32(*accepted_epoch);
                 b.put_u32(*accepted_leader);
+                b.put_u8(*recovering as u8);
             }
             Msg::NewEpoch { epoch } => {
                 b.put_u8(3);
@@ -248,8 +282,16 @@ impl Wire for Msg {
                 last.encode(b);
                 b.put_u8(*full as u8);
             }
-            Msg::Forward { commands } => {
+            Msg::Forward {
+                epoch,
+                nonce,
+                seq,
+                commands,
+            } => {
                 b.put_u8(14);
+                b.put_u32(*epoch);
+                b.put_u64(*nonce);
+                b.put_u64(*seq);
                 commands.encode(b);
             }
         }
@@ -261,10 +303,12 @@ impl Wire for Msg {
                 round: get_u64(b)?,
                 vote: Vote::decode(b)?,
                 state: PeerState::decode(b)?,
+                accepted: get_u32(b)?,
             },
             2 => Msg::FollowerInfo {
                 accepted_epoch: get_u32(b)?,
                 accepted_leader: get_u32(b)?,
+                recovering: get_bool(b)?,
             },
             3 => Msg::NewEpoch { epoch: get_u32(b)? },
             4 => Msg::AckEpoch {
@@ -313,6 +357,9 @@ impl Wire for Msg {
                 full: get_bool(b)?,
             },
             14 => Msg::Forward {
+                epoch: get_u32(b)?,
+                nonce: get_u64(b)?,
+                seq: get_u64(b)?,
                 commands: Vec::<Command>::decode(b)?,
             },
             _ => return Err(WireError::Invalid("message type")),
@@ -343,10 +390,12 @@ pub fn sample_messages() -> Vec<Msg> {
                 leader: 3,
             },
             state: PeerState::Following,
+            accepted: 2,
         },
         Msg::FollowerInfo {
             accepted_epoch: 3,
             accepted_leader: 1,
+            recovering: true,
         },
         Msg::NewEpoch { epoch: 4 },
         Msg::AckEpoch {
@@ -407,6 +456,9 @@ pub fn sample_messages() -> Vec<Msg> {
             full: true,
         },
         Msg::Forward {
+            epoch: 4,
+            nonce: 0xfeed,
+            seq: 7,
             commands: vec![cmd],
         },
     ]
@@ -424,13 +476,59 @@ mod tests {
             let back = Msg::from_bytes(bytes.clone()).unwrap();
             assert_eq!(back.to_bytes(), bytes, "{m:?}");
         }
+        for recovering in [false, true] {
+            let h = Hard {
+                accepted_epoch: 1,
+                accepted_leader: 2,
+                current_epoch: 3,
+                led_epoch: 3,
+                recovering,
+            };
+            assert_eq!(Hard::from_bytes(h.to_bytes()).unwrap(), h);
+            let mut b = h.to_bytes();
+            assert_eq!(Hard::decode(&mut b).unwrap(), h);
+        }
+    }
+
+    /// A hard state written before the `recovering` flag (16 bytes) still reads, as not
+    /// recovering; anything else that is not exactly a hard state is an error.
+    #[test]
+    fn hard_state_legacy_form_and_malformed_input() {
         let h = Hard {
-            accepted_epoch: 1,
+            accepted_epoch: 7,
             accepted_leader: 2,
-            current_epoch: 3,
-            led_epoch: 3,
+            current_epoch: 6,
+            led_epoch: 0,
+            recovering: true,
         };
-        assert_eq!(Hard::from_bytes(h.to_bytes()).unwrap(), h);
+        let full = h.to_bytes();
+        assert_eq!(full.len(), 17);
+        let legacy = Hard::from_bytes(full.slice(..16)).unwrap();
+        assert_eq!(
+            legacy,
+            Hard {
+                recovering: false,
+                ..h
+            }
+        );
+        for cut in 0..16 {
+            assert!(Hard::from_bytes(full.slice(..cut)).is_err(), "cut {cut}");
+        }
+        let mut v = full.to_vec();
+        v[16] = 2;
+        assert_eq!(
+            Hard::from_bytes(Bytes::from(v.clone())),
+            Err(WireError::Invalid("boolean"))
+        );
+        v[16] = 1;
+        v.push(0);
+        assert_eq!(
+            Hard::from_bytes(Bytes::from(v)),
+            Err(WireError::Trailing(1))
+        );
+        // Inside a larger value the flag is never optional.
+        let mut short = full.slice(..16);
+        assert_eq!(Hard::decode(&mut short), Err(WireError::Truncated));
     }
 
     #[test]

@@ -5,14 +5,21 @@
 use crate::{
     Coin, FStage, Follower, Hard, LStage, Leader, Msg, Phase, Point, Zab, ZabActions, Zxid,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use synod_core::NodeId;
 
 impl Zab {
-    pub(crate) fn start_following(&mut self, leader: NodeId, out: &mut ZabActions) {
+    /// Follow `leader`: FOLLOWERINFO. A recovering replica passes the epoch a quorum of other
+    /// replicas vouched for (recovery.rs); 0 otherwise.
+    pub(crate) fn start_following(&mut self, leader: NodeId, vouched: u32, out: &mut ZabActions) {
+        assert!(
+            !self.recovering() || vouched > 0,
+            "a recovering replica follows only a leader vouched for by a quorum of others"
+        );
         self.phase = Phase::Following(Follower {
             leader,
             epoch: 0,
+            vouched,
             stage: FStage::Info,
             last_heard: self.now,
             next_info: self.now + self.opts.heartbeat_us,
@@ -42,11 +49,16 @@ impl Zab {
         let msg = Msg::FollowerInfo {
             accepted_epoch: hard.accepted_epoch,
             accepted_leader: hard.accepted_leader,
+            recovering: hard.recovering,
         };
         self.send(out, leader, msg);
     }
 
     pub(crate) fn start_leading(&mut self, out: &mut ZabActions) {
+        assert!(
+            !self.recovering(),
+            "a replica recovering from lost state stands for leader"
+        );
         let mut infos = BTreeMap::new();
         infos.insert(self.cluster.me, self.log.hard().accepted_epoch);
         self.phase = Phase::Leading(Leader {
@@ -54,6 +66,8 @@ impl Zab {
             stage: LStage::Discovery,
             started: self.now,
             infos,
+            forwards: BTreeMap::new(),
+            recovering: BTreeSet::new(),
             ack_epochs: BTreeMap::new(),
             peers: BTreeMap::new(),
             epoch_seq: 0,
@@ -69,12 +83,15 @@ impl Zab {
         self.try_new_epoch(out);
     }
 
-    /// Leader, discovery: FOLLOWERINFO from a prospective follower.
+    /// Leader, discovery: FOLLOWERINFO from a prospective follower. A recovering follower's
+    /// accepted epoch still raises the epoch we pick (it may be a promise it kept), but it never
+    /// counts toward the discovery quorum (recovery.rs).
     pub fn on_follower_info(
         &mut self,
         from: NodeId,
         accepted_epoch: u32,
         accepted_leader: NodeId,
+        recovering: bool,
         out: &mut ZabActions,
     ) {
         let me = self.cluster.me;
@@ -94,6 +111,11 @@ impl Zab {
         l.peers.remove(&from);
         l.ack_epochs.remove(&from);
         l.infos.insert(from, accepted_epoch);
+        if recovering {
+            l.recovering.insert(from);
+        } else {
+            l.recovering.remove(&from);
+        }
         if l.stage == LStage::Discovery {
             self.try_new_epoch(out);
         } else {
@@ -102,14 +124,17 @@ impl Zab {
         }
     }
 
-    /// With FOLLOWERINFO from a quorum, pick an epoch above every accepted epoch and propose it.
+    /// With FOLLOWERINFO from a quorum of replicas that are not recovering (ourselves
+    /// included), pick an epoch above every accepted epoch and propose it.
     fn try_new_epoch(&mut self, out: &mut ZabActions) {
         let quorum = self.quorum();
         let me = self.cluster.me;
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
-        if l.stage != LStage::Discovery || l.infos.len() < quorum {
+        assert!(!l.recovering.contains(&me), "the leader is not recovering");
+        let counted = l.infos.keys().filter(|p| !l.recovering.contains(p)).count();
+        if l.stage != LStage::Discovery || counted < quorum {
             return;
         }
         let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
@@ -142,7 +167,10 @@ impl Zab {
         let hard = self.log.hard();
         let ok = epoch > hard.accepted_epoch
             || (epoch == hard.accepted_epoch && hard.accepted_leader == from);
-        if !ok {
+        // A recovering follower joined on a quorum's word that this leader's epoch is at least
+        // `vouched`; an older epoch is one its lost promise may have refused (recovery.rs).
+        let vouched = !hard.recovering || epoch >= f.vouched;
+        if !ok || !vouched {
             self.become_looking(out);
             return;
         }
@@ -167,14 +195,20 @@ impl Zab {
         self.send_after(out, from, msg, seq);
     }
 
-    /// With ACKEPOCH from a quorum, make the epoch current durably and synchronise every
-    /// follower that acknowledged it.
+    /// With ACKEPOCH from a quorum (ourselves included, recovering followers not), make the
+    /// epoch current durably and synchronise every follower that acknowledged it, recovering
+    /// ones too.
     pub(crate) fn try_start_sync(&mut self, out: &mut ZabActions) {
         let quorum = self.quorum();
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
-        if l.stage != LStage::AwaitAckEpoch || l.ack_epochs.len() + 1 < quorum {
+        let counted = l
+            .ack_epochs
+            .keys()
+            .filter(|p| !l.recovering.contains(p))
+            .count();
+        if l.stage != LStage::AwaitAckEpoch || counted + 1 < quorum {
             return;
         }
         l.stage = LStage::AwaitNewLeaderAcks;

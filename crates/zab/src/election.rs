@@ -1,7 +1,8 @@
 //! Fast leader election (zab.md §2.2): votes ⟨current epoch, last zxid, id⟩, rounds, and the
 //! finalize wait before a vote with a quorum decides.
 
-use crate::{Bug, Election, Msg, PeerState, Phase, Vote, Zab, ZabActions, Zxid};
+use crate::recovery::vouched_epoch;
+use crate::{Bug, Election, Msg, PeerState, Phase, Settled, Vote, Zab, ZabActions, Zxid};
 use std::collections::BTreeMap;
 use synod_core::{Dest, Envelope, Event, NodeId, Reject, View};
 
@@ -56,14 +57,16 @@ impl Zab {
     }
 
     pub(crate) fn broadcast_vote(&mut self, out: &mut ZabActions) {
-        let suspended = self.suspended_until_above.is_some();
+        let abstain = self.suspended_until_above.is_some() || self.recovering();
         let Phase::Looking(el) = &mut self.phase else {
             return;
         };
-        let vote = if suspended {
-            // A1.1: a recovered leader neither votes nor stands. It still announces itself with
-            // an abstaining vote (for no one, lower than any real vote) so that settled peers
-            // tell it who leads, and it joins a leader of a later epoch.
+        let vote = if abstain {
+            // A1.1: a recovered leader neither votes nor stands; nor does a replica recovering
+            // from lost state (recovery.rs). It still announces itself with an abstaining vote
+            // (for no one, lower than any real vote) so that settled peers tell it who leads,
+            // and it joins a leader of a later epoch (A1.1) or one that a quorum of other
+            // replicas vouches for (recovery).
             Vote::default()
         } else {
             el.vote
@@ -74,6 +77,7 @@ impl Zab {
             round: self.round,
             vote,
             state: PeerState::Looking,
+            accepted: 0,
         };
         out.send.push(Envelope {
             to: Dest::All,
@@ -82,11 +86,13 @@ impl Zab {
         });
     }
 
-    /// The vote a settled (following or leading) replica reports to a LOOKING peer.
+    /// The vote a settled (following or leading) replica reports to a LOOKING peer, with the
+    /// epoch it accepted from (or proposed as) that leader. A recovering follower vouches for
+    /// nothing (`accepted` 0): its own promises are what it lost.
     fn settled_notification(&self) -> Option<Msg> {
-        let (leader, state) = match &self.phase {
-            Phase::Following(f) => (f.leader, PeerState::Following),
-            Phase::Leading(_) => (self.cluster.me, PeerState::Leading),
+        let (leader, state, accepted) = match &self.phase {
+            Phase::Following(f) => (f.leader, PeerState::Following, f.epoch),
+            Phase::Leading(l) => (self.cluster.me, PeerState::Leading, l.epoch),
             Phase::Looking(_) => return None,
         };
         Some(Msg::Notification {
@@ -97,6 +103,7 @@ impl Zab {
                 leader,
             },
             state,
+            accepted: if self.recovering() { 0 } else { accepted },
         })
     }
 
@@ -106,6 +113,7 @@ impl Zab {
         round: u64,
         vote: Vote,
         state: PeerState,
+        accepted: u32,
         out: &mut ZabActions,
     ) {
         if !matches!(self.phase, Phase::Looking(_)) {
@@ -131,6 +139,7 @@ impl Zab {
         }
         let me = self.cluster.me;
         let quorum = self.quorum();
+        let recovering = self.recovering();
         let my_initial = self.my_vote();
         let mut rebroadcast = false;
         let mut reply = false;
@@ -140,7 +149,9 @@ impl Zab {
                 unreachable!()
             };
             match state {
-                PeerState::Looking if self.suspended_until_above.is_some() => {}
+                // A suspended (A1.1) or recovering replica neither adopts nor counts votes, so
+                // it never decides an election by itself.
+                PeerState::Looking if self.suspended_until_above.is_some() || recovering => {}
                 // An abstaining vote (a suspended replica, A1.1) is neither adopted nor counted.
                 PeerState::Looking if vote.leader == 0 => {}
                 PeerState::Looking => {
@@ -172,21 +183,39 @@ impl Zab {
                     }
                 }
                 PeerState::Following | PeerState::Leading => {
-                    el.settled
-                        .insert(from, (vote.leader, state == PeerState::Leading));
                     let leader = vote.leader;
-                    let leader_says_so = el.settled.get(&leader) == Some(&(leader, true));
-                    let support = el.settled.values().filter(|(l, _)| *l == leader).count() + 1;
-                    let late_enough = self.suspended_until_above.is_none_or(|e| vote.epoch > e);
-                    if leader != me && leader_says_so && support >= quorum && late_enough {
-                        join = Some(leader);
+                    el.settled.insert(
+                        from,
+                        Settled {
+                            leader,
+                            leading: state == PeerState::Leading,
+                            accepted,
+                        },
+                    );
+                    if recovering {
+                        // Recovery after lost state: only a fresh quorum of OTHER replicas that
+                        // accepted the leader's epoch lets us follow it (recovery.rs).
+                        if let Some(e) = vouched_epoch(&el.settled, me, leader, quorum) {
+                            join = Some((leader, e));
+                        }
+                    } else {
+                        let leader_says_so = el
+                            .settled
+                            .get(&leader)
+                            .is_some_and(|s| s.leader == leader && s.leading);
+                        let support =
+                            el.settled.values().filter(|s| s.leader == leader).count() + 1;
+                        let late_enough = self.suspended_until_above.is_none_or(|e| vote.epoch > e);
+                        if leader != me && leader_says_so && support >= quorum && late_enough {
+                            join = Some((leader, 0));
+                        }
                     }
                 }
             }
         }
-        if let Some(leader) = join {
+        if let Some((leader, vouched)) = join {
             self.suspended_until_above = None;
-            self.start_following(leader, out);
+            self.start_following(leader, vouched, out);
             return;
         }
         if rebroadcast {
@@ -200,6 +229,7 @@ impl Zab {
                     round: self.round,
                     vote: el.vote,
                     state: PeerState::Looking,
+                    accepted: 0,
                 };
                 self.send(out, from, msg);
             }
@@ -211,11 +241,15 @@ impl Zab {
         let Phase::Looking(el) = &self.phase else {
             return;
         };
+        assert!(
+            !self.recovering(),
+            "a replica recovering from lost state decided an election"
+        );
         let leader = el.vote.leader;
         if leader == self.cluster.me {
             self.start_leading(out);
         } else {
-            self.start_following(leader, out);
+            self.start_following(leader, 0, out);
         }
     }
 }

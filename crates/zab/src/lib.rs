@@ -20,6 +20,10 @@
 //! * **Timers** ([`timers`]): [`Zab::on_timeout`] (heartbeats, SC1 leader silence, SC2 lost
 //!   quorum, election resends) and [`Zab::next_deadline`], which tells the driver when to wake
 //!   the core next.
+//! * **Recovery after lost state** ([`recovery`]): a replica restored with
+//!   `DurableState::lost` marks itself recovering durably and neither votes, stands, promises
+//!   nor counts until an established leader, vouched for by a quorum of others, has
+//!   synchronised it.
 
 pub mod broadcast;
 pub mod codec;
@@ -28,15 +32,16 @@ pub mod discovery;
 pub mod election;
 pub mod log;
 pub mod msg;
+pub mod recovery;
 pub mod sync;
 pub mod timers;
 pub mod variant;
 pub mod variants;
 
-use crate::log::Log;
+use crate::log::{Log, Ops};
 pub use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
 pub use crate::variant::Variant;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use synod_core::{
     rng::CoreRng, Actions, Cluster, Command, Dest, DurableState, Envelope, Input, NodeId, Protocol,
     Role, TimeUs, View,
@@ -148,11 +153,22 @@ struct Election {
     vote: Vote,
     /// Votes of LOOKING peers in our round (ourselves included).
     recv: BTreeMap<NodeId, Vote>,
-    /// Which leader FOLLOWING/LEADING peers report, and whether the sender is that leader.
-    settled: BTreeMap<NodeId, (NodeId, bool)>,
+    /// What FOLLOWING/LEADING peers report, received in this round (so in this incarnation).
+    settled: BTreeMap<NodeId, Settled>,
     next_send: TimeUs,
     resend_us: TimeUs,
     decide_at: Option<TimeUs>,
+}
+
+/// What a settled (FOLLOWING or LEADING) peer told us in a notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Settled {
+    /// The leader it names.
+    leader: NodeId,
+    /// The sender is that leader (LEADING).
+    leading: bool,
+    /// The epoch it accepted from (or proposed as) that leader; 0 if none yet.
+    accepted: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -173,6 +189,9 @@ enum FStage {
 struct Follower {
     leader: NodeId,
     epoch: u32,
+    /// A recovering follower: the epoch a quorum of other replicas vouched for when it chose
+    /// this leader. It refuses a NEWEPOCH below it (0 when not recovering).
+    vouched: u32,
     stage: FStage,
     last_heard: TimeUs,
     next_info: TimeUs,
@@ -240,6 +259,12 @@ struct Leader {
     stage: LStage,
     started: TimeUs,
     infos: BTreeMap<NodeId, u32>,
+    /// The last forward taken from each follower: (nonce, seq). Replayed or reordered forwards
+    /// (a seq not above it, for the same nonce) are dropped.
+    forwards: BTreeMap<NodeId, (u64, u64)>,
+    /// Followers whose last FOLLOWERINFO said they are recovering from lost state: they count
+    /// toward neither discovery quorum, and their history never weighs (still synchronised).
+    recovering: BTreeSet<NodeId>,
     ack_epochs: BTreeMap<NodeId, LogSummary>,
     peers: BTreeMap<NodeId, Peer>,
     /// Seq of the hard-state write of `accepted_epoch = epoch`; NEWEPOCH waits for it.
@@ -279,6 +304,15 @@ pub struct Zab {
     /// A1.1 (restricted variants): this replica led epoch e, crashed and restarted; it stays out
     /// of elections until a leader of a later epoch exists.
     suspended_until_above: Option<u32>,
+    /// Storage ops issued by `restore` (the recovering mark), handed to the driver at the
+    /// start of the first step.
+    deferred: Ops,
+    /// The seq of the durable recovering mark written at restore (0 if none): every message
+    /// waits for it (`Zab::gate_on_mark`, recovery.rs).
+    mark_seq: u64,
+    /// This incarnation's forwards: a random nonce and the last sequence number used.
+    forward_nonce: u64,
+    forward_seq: u64,
 }
 
 impl Protocol for Zab {
@@ -300,7 +334,9 @@ impl Protocol for Zab {
             && hard.led_epoch > 0
             && hard.led_epoch >= hard.current_epoch)
             .then_some(hard.led_epoch);
-        let log = Log::restore(durable);
+        let lost = durable.lost;
+        let mut log = Log::restore(durable);
+        let (deferred, mark_seq) = recovery::mark_if_lost(&mut log, lost);
         assert!(
             log.base().slot <= applied,
             "the log base is never past the snapshot"
@@ -314,6 +350,11 @@ impl Protocol for Zab {
             applied,
             round: 0,
             suspended_until_above,
+            deferred,
+            mark_seq,
+            // The seed differs per incarnation (drivers draw it at every start).
+            forward_nonce: seed,
+            forward_seq: 0,
             phase: Phase::Looking(Election {
                 vote: Vote::default(),
                 recv: BTreeMap::new(),
@@ -329,6 +370,8 @@ impl Protocol for Zab {
 
     fn step(&mut self, now_us: TimeUs, input: Input<Msg>, out: &mut ZabActions) {
         self.now = self.now.max(now_us);
+        let first_send = out.send.len();
+        out.persist.append(&mut self.deferred);
         match input {
             Input::Submit(commands) => self.on_submit(commands, out),
             Input::Message { from, msg } => self.on_message(from, msg, out),
@@ -337,6 +380,8 @@ impl Protocol for Zab {
             Input::Disconnected { peer } => self.on_disconnected(peer, out),
             Input::Compact(s) => self.on_compact(s, out),
         }
+        self.gate_on_mark(out, first_send);
+        self.check_recovering_sends(out, first_send);
         self.check_invariants();
     }
 
@@ -436,6 +481,12 @@ impl Zab {
             self.log.durable(),
             last
         );
+        // A replica that lost state it may have acknowledged never leads before it has been
+        // synchronised (recovery.rs): its own history may lack a committed entry.
+        assert!(
+            !(self.recovering() && matches!(self.phase, Phase::Leading(_))),
+            "a replica recovering from lost state leads"
+        );
         match &self.phase {
             Phase::Leading(l) if l.stage == LStage::Broadcast => {
                 assert!(
@@ -452,6 +503,11 @@ impl Zab {
                 );
             }
             Phase::Following(f) if f.stage >= FStage::Synced => {
+                // The write that clears the mark precedes ACKNEWLEADER (`on_new_leader`).
+                assert!(
+                    !self.recovering(),
+                    "a synchronised follower is still marked recovering"
+                );
                 // ACKNEWLEADER acknowledges the synchronised log behind a barrier, and acks
                 // after it only what `on_durable` found durable: never beyond the log.
                 assert!(
@@ -472,13 +528,17 @@ impl Zab {
             return;
         }
         match msg {
-            Msg::Notification { round, vote, state } => {
-                self.on_notification(from, round, vote, state, out)
-            }
+            Msg::Notification {
+                round,
+                vote,
+                state,
+                accepted,
+            } => self.on_notification(from, round, vote, state, accepted, out),
             Msg::FollowerInfo {
                 accepted_epoch,
                 accepted_leader,
-            } => self.on_follower_info(from, accepted_epoch, accepted_leader, out),
+                recovering,
+            } => self.on_follower_info(from, accepted_epoch, accepted_leader, recovering, out),
             Msg::NewEpoch { epoch } => self.on_new_epoch(from, epoch, out),
             Msg::AckEpoch {
                 epoch,
@@ -509,7 +569,12 @@ impl Zab {
                 last,
                 full,
             } => self.on_ping(from, epoch, commit, last, full, out),
-            Msg::Forward { commands } => self.on_forward(from, commands, out),
+            Msg::Forward {
+                epoch,
+                nonce,
+                seq,
+                commands,
+            } => self.on_forward(from, (epoch, nonce, seq), commands, out),
         }
     }
 }

@@ -110,6 +110,11 @@ pub struct Hard {
     pub current_epoch: u32,
     /// The last epoch this replica led (A1.1 for the restricted variants).
     pub led_epoch: u32,
+    /// This replica restarted having lost durable state it may have acknowledged
+    /// (`DurableState::lost`) and has not yet been synchronised by an established leader: it
+    /// neither votes, stands, promises nor counts (docs/protocols/zab.md, "Recovery after lost
+    /// state"). Cleared in the write that makes the leader's history and epoch current.
+    pub recovering: bool,
 }
 
 /// A fast-leader-election vote, ordered by ⟨current epoch, last zxid, id⟩.
@@ -202,12 +207,19 @@ pub enum Msg {
         round: u64,
         vote: Vote,
         state: PeerState,
+        /// A settled sender (FOLLOWING or LEADING): the epoch it accepted from the leader it
+        /// names (a follower past NEWEPOCH) or proposed as that leader (past discovery); 0
+        /// before that, and always 0 when LOOKING. A recovering replica joins a leader only on
+        /// these (docs/protocols/zab.md, "Recovery after lost state").
+        accepted: u32,
     },
     /// Discovery: follower → prospective leader (FOLLOWERINFO), with the epoch it last accepted
-    /// and from whom.
+    /// and from whom, and whether it is recovering from lost state (then the leader neither
+    /// counts it toward discovery nor lets its history weigh; it still synchronises it).
     FollowerInfo {
         accepted_epoch: u32,
         accepted_leader: NodeId,
+        recovering: bool,
     },
     /// Discovery: leader → follower, the new epoch (LEADERINFO / NEWEPOCH).
     NewEpoch { epoch: u32 },
@@ -264,7 +276,15 @@ pub enum Msg {
         full: bool,
     },
     /// A follower forwards its clients' waiting commands to the leader, in submission order.
-    Forward { commands: Vec<Command> },
+    /// `epoch` is the leader's epoch it forwards to, `(nonce, seq)` number its forwards (a
+    /// random nonce per incarnation, then 1, 2, 3, …): the leader takes each forward once and
+    /// in order, whatever a reconnecting transport replays (broadcast.rs, `on_forward`).
+    Forward {
+        epoch: u32,
+        nonce: u64,
+        seq: u64,
+        commands: Vec<Command>,
+    },
 }
 
 impl synod_core::MessageKind for Msg {
@@ -299,8 +319,9 @@ impl WireSize for Msg {
     fn wire_size(&self) -> usize {
         HEADER
             + match self {
-                Msg::Notification { .. } => 32,
-                Msg::FollowerInfo { .. } | Msg::NewEpoch { .. } | Msg::AckNewLeader { .. } => 8,
+                Msg::Notification { .. } => 36,
+                Msg::FollowerInfo { .. } => 9,
+                Msg::NewEpoch { .. } | Msg::AckNewLeader { .. } => 8,
                 Msg::AckEpoch { summary, .. } => 24 + summary.epochs.len() * 8,
                 Msg::Sync { mode, .. } => match mode {
                     SyncMode::Snap(s) => 24 + s.data.len(),
@@ -319,8 +340,8 @@ impl WireSize for Msg {
                 Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
                 Msg::Ack { .. } => 21,
                 Msg::Ping { .. } => 29,
-                Msg::Forward { commands } => {
-                    4 + commands
+                Msg::Forward { commands, .. } => {
+                    24 + commands
                         .iter()
                         .map(|c| payload_len(&c.payload))
                         .sum::<usize>()

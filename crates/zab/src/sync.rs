@@ -29,7 +29,10 @@ impl Zab {
         // Discovery only (as ZooKeeper does): a follower of the electing quorum that is ahead of
         // the state we were elected with means the election went wrong; let it lead instead.
         // A late joiner may legitimately carry an uncommitted tail, which the sync truncates.
+        // A recovering follower's history never weighs (recovery.rs): what it kept of its log
+        // is no evidence, and it cannot lead anyway; the sync replaces it.
         if l.stage == LStage::AwaitAckEpoch
+            && !l.recovering.contains(&from)
             && (current_epoch, summary.last()) > l.elected_with
             && bug != Some(Bug::ElectAnyone)
         {
@@ -231,6 +234,9 @@ impl Zab {
     }
 
     /// Follower: our log equals the leader's; make the new epoch current, durably, then ack.
+    /// A recovering follower clears its mark in that same write (recovery.rs): once durable, its
+    /// log is the leader's initial history, chosen by a quorum that excluded it, and its acks
+    /// count from ACKNEWLEADER on.
     pub fn on_new_leader(&mut self, from: NodeId, epoch: u32, last: Point, out: &mut ZabActions) {
         let mine = self.log.last();
         let Some(f) = self.following_leader(from, epoch) else {
@@ -244,6 +250,7 @@ impl Zab {
         f.acked = last.zxid;
         let hard = Hard {
             current_epoch: epoch,
+            recovering: false,
             ..self.log.hard()
         };
         let seq = self.log.set_hard(hard, &mut out.persist);

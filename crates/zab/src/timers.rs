@@ -118,6 +118,7 @@ impl Zab {
             Phase::Leading(l) => {
                 l.peers.remove(&peer);
                 l.infos.remove(&peer);
+                l.recovering.remove(&peer);
                 l.ack_epochs.remove(&peer);
             }
             _ => {}

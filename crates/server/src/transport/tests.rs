@@ -29,6 +29,9 @@ fn frames(mut b: Bytes) -> Vec<(u8, Bytes)> {
 #[test]
 fn large_messages_are_chunked_and_reassembled_per_group() {
     let msg = Msg::Forward {
+        epoch: 1,
+        nonce: 2,
+        seq: 3,
         commands: vec![synod_core::Command {
             id: 1,
             payload: Bytes::from(vec![9u8; 10_000]),
@@ -182,6 +185,9 @@ mod hostile {
         encode_message(&mut msgs, K_SUBMIT, 7, b"a command", 1 << 20);
         let mut chunked = BytesMut::new();
         let forward = Msg::Forward {
+            epoch: 1,
+            nonce: 2,
+            seq: 3,
             commands: vec![synod_core::Command {
                 id: 1,
                 payload: Bytes::from(vec![1u8; 100]),

@@ -9,10 +9,13 @@
 
 use super::{Ev, World};
 use crate::check::Checker;
+use hdrhistogram::Histogram;
 use rand_core::RngCore;
-use synod_core::{BatchLimits, Command, Input, Protocol, Role};
+use synod_core::{BatchLimits, Command, Input, Protocol};
 
 pub(super) struct Client {
+    /// The group it works in.
+    group: usize,
     node: usize,
     outstanding: Option<(u64, u64)>,
     attempt: u64,
@@ -20,8 +23,9 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub(super) fn new(node: usize) -> Self {
+    pub(super) fn new(group: usize, node: usize) -> Self {
         Client {
+            group,
             node,
             outstanding: None,
             attempt: 0,
@@ -60,7 +64,7 @@ impl<P: Protocol> World<P> {
             self.at(t, Ev::Client { client: c, attempt });
             return;
         }
-        let node = self.clients[c].node;
+        let (node, g) = (self.clients[c].node, self.clients[c].group);
         let wr = self.cfg.workload.write_ratio;
         if wr < 1.0 && !tracked && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= wr {
             // A read: served from this replica's state, no broadcast.
@@ -73,7 +77,7 @@ impl<P: Protocol> World<P> {
         }
         let id = self.next_command;
         self.next_command += 1;
-        self.history.submitted(id);
+        self.histories[g].submitted(id);
         self.clients[c].outstanding = Some((id, self.now));
         self.clients[c].tracked = tracked;
         if tracked {
@@ -88,30 +92,42 @@ impl<P: Protocol> World<P> {
             payload: self.payload.clone(),
         };
         self.report.submitted += 1;
-        if self.nodes[node].replica.is_none() {
-            self.client_rejected(node, id);
+        if !self.nodes[node].up {
+            self.client_rejected(node, g, id);
             return;
         }
-        self.nodes[node].submits.push_back(command);
-        if !self.nodes[node].flush_pending {
-            self.nodes[node].flush_pending = true;
+        let m = &mut self.nodes[node].groups[g];
+        m.submits.push_back(command);
+        if !m.flush_pending {
+            m.flush_pending = true;
             let incarnation = self.nodes[node].incarnation;
             let now = self.now;
-            self.at(now, Ev::Flush { node, incarnation });
+            self.at(
+                now,
+                Ev::Flush {
+                    node,
+                    group: g,
+                    incarnation,
+                },
+            );
         }
     }
 
     /// Hand every command waiting at replica `i` to its core, in batches within the limits.
-    pub(super) fn flush(&mut self, i: usize) {
-        self.nodes[i].flush_pending = false;
+    pub(super) fn flush(&mut self, i: usize, g: usize) {
+        self.nodes[i].groups[g].flush_pending = false;
         let limits = BatchLimits {
             max_commands: self.cfg.batch_commands.max(1),
             ..BatchLimits::default()
         };
-        while !self.nodes[i].submits.is_empty() && self.nodes[i].replica.is_some() {
-            let batch = limits.take(&mut self.nodes[i].submits);
+        while !self.nodes[i].groups[g].submits.is_empty() && self.nodes[i].up {
+            let batch = limits.take(&mut self.nodes[i].groups[g].submits);
             self.report.batches += 1;
-            self.step(i, Input::Submit(batch));
+            // Under the cost model, each client request is a message the replica received.
+            for c in &batch {
+                self.step_cost_ns += self.cfg.cost.receive_ns(c.payload.len());
+            }
+            self.step(i, g, Input::Submit(batch));
         }
     }
 
@@ -121,15 +137,15 @@ impl<P: Protocol> World<P> {
         self.clients[c].node = next;
     }
 
-    /// The client waiting at replica `node` for command `id`.
-    fn client_waiting_for(&self, node: usize, id: u64) -> Option<usize> {
-        self.clients
-            .iter()
-            .position(|c| c.node == node && c.outstanding.is_some_and(|(o, _)| o == id))
+    /// The client waiting at replica `node` of group `g` for command `id`.
+    fn client_waiting_for(&self, node: usize, g: usize, id: u64) -> Option<usize> {
+        self.clients.iter().position(|c| {
+            c.node == node && c.group == g && c.outstanding.is_some_and(|(o, _)| o == id)
+        })
     }
 
-    pub(super) fn client_rejected(&mut self, node: usize, id: u64) {
-        let Some(c) = self.client_waiting_for(node, id) else {
+    pub(super) fn client_rejected(&mut self, node: usize, g: usize, id: u64) {
+        let Some(c) = self.client_waiting_for(node, g, id) else {
             return;
         };
         let cl = &mut self.clients[c];
@@ -145,24 +161,28 @@ impl<P: Protocol> World<P> {
         self.at(backoff, Ev::Client { client: c, attempt });
     }
 
-    pub(super) fn client_delivered(&mut self, node: usize, id: u64) {
-        let Some(c) = self.client_waiting_for(node, id) else {
+    pub(super) fn client_delivered(&mut self, node: usize, g: usize, id: u64) {
+        let Some(c) = self.client_waiting_for(node, g, id) else {
             return;
         };
         let (_, since) = self.clients[c].outstanding.take().expect("outstanding");
+        // ... and each reply one it sent.
+        self.step_cost_ns += self.cfg.cost.send_ns(0);
         let lat = self.now - since;
         let _ = self.latency.record(lat.max(1));
-        if self.nodes[node].role == Role::Leading {
-            let _ = self.latency_leader.record(lat.max(1));
-        } else {
-            let _ = self.latency_follower.record(lat.max(1));
-        }
+        let role = self.nodes[node].groups[g].role.name();
+        let _ = self
+            .report
+            .latency_by_role
+            .entry(role)
+            .or_insert_with(|| Histogram::new(3).expect("histogram"))
+            .record(lat.max(1));
         self.report.completed += 1;
         if self.clients[c].tracked {
             self.tracked_left = self.tracked_left.saturating_sub(1);
             if lat > self.cfg.liveness_bound_us {
                 let now = self.now;
-                self.history.violate(
+                self.histories[g].violate(
                     Checker::Liveness,
                     now,
                     format!("command {id} took {lat}us after the cluster settled"),

@@ -1,5 +1,6 @@
-//! The simulated world: N replicas of one protocol core, a network, disks, clients and a fault
-//! schedule, all on virtual time in one thread, driven by one seeded RNG.
+//! The simulated world: N nodes, each running a replica of every group (one protocol core per
+//! group), a network, disks, clients and a fault schedule, all on virtual time in one thread,
+//! driven by one seeded RNG. The groups of a node share its disk, network interface and CPU.
 //!
 //! Every replica runs through [`synod_core::replica::Replica`], the same carry-out the server
 //! uses; this module supplies its environment ([`SimEnv`]): a simulated disk, network, state
@@ -8,16 +9,22 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `mod.rs` | the event loop, replicas, their environment, final checks |
+//! | `mod.rs` | the event loop, the run, final checks |
+//! | `node.rs` | a node: its replica of each group, disk, clock, interface, CPU |
+//! | `replicas.rs` | starting, crashing and stepping replicas; their environment |
 //! | `net.rs` | links: latency, bandwidth, FIFO, partitions, broken connections |
 //! | `disk.rs` | group commit and fsync latency |
 //! | `clients.rs` | closed-loop clients and the per-replica submit queue |
 //! | `nemesis.rs` | injecting and healing faults, and settling after the last one |
+//! | `restart.rs` | the end of every run: every replica restarted from its disk alone |
 
 mod clients;
 mod disk;
 mod nemesis;
 mod net;
+mod node;
+mod replicas;
+mod restart;
 
 use crate::check::{Checker, History};
 use crate::faults::{FaultKind, Schedule};
@@ -26,15 +33,14 @@ use bytes::Bytes;
 use clients::Client;
 use hdrhistogram::Histogram;
 use net::Link;
+use node::{Clock, Node};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::fmt::Write as _;
-use synod_core::replica::{Env, Replica};
 use synod_core::{
-    Apply, Cluster, Command, DurableState, Envelope, Event, Input, MessageKind, NodeId, Persist,
-    Protocol, Role, Snapshot, TimeUs,
+    DurableState, Input, MessageKind, NodeId, Persist, Protocol, TimeUs, View, WireSize,
 };
 
 type Durable<P> = DurableState<<P as Protocol>::Record, <P as Protocol>::Hard>;
@@ -44,24 +50,29 @@ enum Ev<M> {
     Message {
         from: usize,
         to: usize,
+        group: usize,
         generation: u64,
+        /// Held back by a replaying reconnect (delivered now if the receiver still runs).
+        late: bool,
         msg: M,
     },
     /// A replica's deadline.
     Timer {
         node: usize,
+        group: usize,
         incarnation: u64,
         at: TimeUs,
     },
     /// Hand the commands waiting at a replica to its core (one batch).
     Flush {
         node: usize,
+        group: usize,
         incarnation: u64,
     },
+    /// The fsync in progress on a node's disk is done.
     DiskDone {
         node: usize,
         incarnation: u64,
-        upto: u64,
     },
     Client {
         client: usize,
@@ -98,79 +109,6 @@ impl<M> Ord for Scheduled<M> {
     }
 }
 
-/// The replicated state machine of the simulation: the sequence of command ids it applied.
-#[derive(Clone, Default)]
-struct Machine {
-    ids: Vec<u64>,
-    last_tag: u64,
-    last_snapshot: u64,
-}
-
-impl Machine {
-    fn snapshot(&self) -> Snapshot {
-        let mut data = Vec::with_capacity(self.ids.len() * 8);
-        for id in &self.ids {
-            data.extend_from_slice(&id.to_le_bytes());
-        }
-        Snapshot {
-            at: synod_core::Position {
-                slot: self.ids.len() as u64,
-                tag: self.last_tag,
-            },
-            data: Bytes::from(data),
-        }
-    }
-    fn restore(s: &Snapshot) -> Self {
-        let ids: Vec<u64> = s
-            .data
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        Machine {
-            last_snapshot: ids.len() as u64,
-            ids,
-            last_tag: s.at.tag,
-        }
-    }
-}
-
-struct Node<P: Protocol> {
-    id: NodeId,
-    replica: Option<Replica<P>>,
-    incarnation: u64,
-    durable: Durable<P>,
-    /// Ops waiting for the next fsync, and the ops of the fsync in progress.
-    disk_queue: Vec<Op<P>>,
-    disk_busy: Vec<Op<P>>,
-    /// Commands submitted here and not yet handed to the core.
-    submits: VecDeque<Command>,
-    flush_pending: bool,
-    /// The time of the timer event scheduled for this replica, if any.
-    timer_at: Option<TimeUs>,
-    machine: Machine,
-    role: Role,
-    leader: Option<NodeId>,
-    epoch: u64,
-    slow_net: u32,
-    slow_disk: u32,
-    /// Crashed for good when the faults heal (to test a cluster that lost replicas).
-    stays_down: bool,
-}
-
-impl<P: Protocol> Node<P> {
-    /// A crash or a start: everything not durable is gone, and events of the previous
-    /// incarnation (disk completions, timers, flushes) no longer apply.
-    fn new_incarnation(&mut self) {
-        self.incarnation += 1;
-        self.disk_queue.clear();
-        self.disk_busy.clear();
-        self.submits.clear();
-        self.flush_pending = false;
-        self.timer_at = None;
-        self.role = Role::Electing;
-    }
-}
-
 pub struct World<P: Protocol> {
     cfg: SimConfig<P::Options>,
     rng: Xoshiro256PlusPlus,
@@ -181,28 +119,40 @@ pub struct World<P: Protocol> {
     links: Vec<Link>,
     clients: Vec<Client>,
     schedule: Schedule,
-    history: History,
+    /// The checkers' history of each group.
+    histories: Vec<History>,
+    /// The checker across groups, if the configuration has one.
+    cross: Option<Box<dyn crate::check::CrossCheck>>,
     next_command: u64,
     payload: Bytes,
     healed_at: Option<TimeUs>,
     stable_at: Option<TimeUs>,
     tracked_left: u64,
     workload_end: TimeUs,
-    /// The (leader, epoch) every live replica agrees on, and since when.
-    settling: Option<((Option<NodeId>, u64), TimeUs)>,
+    /// The views of the live replicas of every group once they satisfy the settled rule,
+    /// and since when.
+    settling: Option<(Vec<Vec<View>>, TimeUs)>,
     tracked_sent: u64,
     trace: Option<String>,
     report: Report,
     latency: Histogram<u64>,
-    latency_leader: Histogram<u64>,
-    latency_follower: Histogram<u64>,
     events: u64,
+    /// CPU time (ns) spent by the replica stepping now, under the cost model: its messages
+    /// leave, and its next event starts, after it.
+    step_cost_ns: u64,
 }
 
 const MAX_EVENTS: u64 = 50_000_000;
 const OUTBOX_LIMIT: usize = 1_000_000;
 /// How often the settling of the cluster is checked after the faults heal.
 const MONITOR_US: TimeUs = 5_000;
+
+fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        return lo;
+    }
+    lo + rng.next_u64() % (hi - lo + 1)
+}
 
 fn mix(a: u64, b: u64) -> u64 {
     // splitmix64 of a combination: independent seeds per node incarnation.
@@ -217,28 +167,27 @@ impl<P: Protocol> World<P> {
         let n = cfg.nodes;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
         let schedule = Schedule::generate(&mut rng, &cfg);
+        let clock_model = cfg.clock.clone();
+        // Clocks come from a generator of their own, so that they do not shift the run's draws.
+        let mut clock_rng = Xoshiro256PlusPlus::seed_from_u64(mix(cfg.seed, 0xC10C));
+        let groups = cfg.groups.max(1);
         let nodes = (0..n)
-            .map(|i| Node {
-                id: i as NodeId + 1,
-                replica: None,
-                incarnation: 0,
-                durable: DurableState::default(),
-                disk_queue: Vec::new(),
-                disk_busy: Vec::new(),
-                submits: VecDeque::new(),
-                flush_pending: false,
-                timer_at: None,
-                machine: Machine::default(),
-                role: Role::Electing,
-                leader: None,
-                epoch: 0,
-                slow_net: 1,
-                slow_disk: 1,
-                stays_down: i < cfg.stay_down,
+            .map(|i| {
+                let rate_ppm = (1_000_000 - clock_model.max_drift_ppm as i64
+                    + between(&mut clock_rng, 0, 2 * clock_model.max_drift_ppm) as i64)
+                    .max(1) as u64;
+                let offset = between(&mut clock_rng, 0, clock_model.max_offset_us);
+                Node::new(
+                    i as NodeId + 1,
+                    groups,
+                    Clock::new(offset, rate_ppm),
+                    i < cfg.stay_down,
+                )
             })
             .collect();
+        // Client c works in group c mod G; each group's clients start spread over the nodes.
         let clients = (0..cfg.workload.clients)
-            .map(|c| Client::new(c % n))
+            .map(|c| Client::new(c % groups, (c / groups) % n))
             .collect();
         let payload = Bytes::from(vec![0xA5u8; cfg.workload.payload_bytes]);
         let trace = cfg.trace.then(String::new);
@@ -251,7 +200,10 @@ impl<P: Protocol> World<P> {
             links: vec![Link::default(); n * n],
             clients,
             schedule,
-            history: History::with_disabled(cfg.disabled.clone()),
+            histories: (0..groups)
+                .map(|_| History::with_disabled(cfg.disabled.clone()))
+                .collect(),
+            cross: cfg.cross_check.map(|make| make()),
             next_command: 1,
             payload,
             healed_at: None,
@@ -263,9 +215,8 @@ impl<P: Protocol> World<P> {
             trace,
             report: Report::default(),
             latency: Histogram::new(3).expect("histogram"),
-            latency_leader: Histogram::new(3).expect("histogram"),
-            latency_follower: Histogram::new(3).expect("histogram"),
             events: 0,
+            step_cost_ns: 0,
             cfg,
         }
     }
@@ -310,7 +261,7 @@ impl<P: Protocol> World<P> {
         }
         for (i, f) in self.schedule.faults.clone().iter().enumerate() {
             self.at(f.start_us, Ev::Fault(i));
-            if f.kind != FaultKind::LinkReset {
+            if f.kind.has_heal() {
                 self.at(f.end_us, Ev::Heal(i));
             }
         }
@@ -340,19 +291,12 @@ impl<P: Protocol> World<P> {
                 }
             }
         }));
-        if let Err(p) = result {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into());
-            let now = self.now;
-            self.history.violate(Checker::Panic, now, msg);
-        } else if self.cfg.run_for_us.is_none() {
+        let survived = self.survived(result);
+        if survived && self.cfg.run_for_us.is_none() {
             self.final_checks();
         }
-        for n in &self.nodes {
-            if let Some(r) = &n.replica {
+        for m in self.nodes.iter().flat_map(|n| &n.groups) {
+            if let Some(r) = &m.replica {
                 for (k, v) in r.core().gauges() {
                     let e = self.report.gauges.entry(k).or_default();
                     e.0 += v;
@@ -360,13 +304,28 @@ impl<P: Protocol> World<P> {
                 }
             }
         }
-        self.report.violations = self.history.violations.clone();
+        let end = self.now;
+        if survived && self.cfg.restart_check {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.restart_from_disk();
+            }));
+            self.survived(result);
+        }
+        self.now = end;
+        let many = self.histories.len() > 1;
+        for (g, h) in self.histories.iter().enumerate() {
+            for v in &h.violations {
+                let mut v = v.clone();
+                if many {
+                    v.detail = format!("group {g}: {}", v.detail);
+                }
+                self.report.violations.push(v);
+            }
+        }
         self.report.runs = 1;
         self.report.virtual_us = self.now;
-        self.report.committed = self.history.max_slot();
+        self.report.committed = self.histories.iter().map(|h| h.max_slot()).sum();
         self.report.latency = Some(self.latency.clone());
-        self.report.latency_leader = Some(self.latency_leader.clone());
-        self.report.latency_follower = Some(self.latency_follower.clone());
         for f in &self.schedule.faults {
             *self.report.faults.entry(f.kind.name()).or_default() += 1;
             if matches!(f.kind, FaultKind::Crash | FaultKind::CrashPair) {
@@ -376,22 +335,39 @@ impl<P: Protocol> World<P> {
         (self.report, self.trace)
     }
 
+    /// Record a panic of the run (a failed assertion in a core is a found bug); true when
+    /// there was none.
+    fn survived(&mut self, result: std::thread::Result<()>) -> bool {
+        let Err(p) = result else {
+            return true;
+        };
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into());
+        let now = self.now;
+        self.histories[0].violate(Checker::Panic, now, msg);
+        false
+    }
+
     fn finished(&self) -> bool {
-        if self.healed_at.is_none() || self.tracked_left > 0 {
+        if self.healed_at.is_none() || self.stable_at.is_none() || self.tracked_left > 0 {
             return false;
         }
-        let max = self.history.max_slot();
-        self.nodes
-            .iter()
-            .filter(|n| !n.stays_down)
-            .all(|n| n.replica.is_some() && n.machine.ids.len() as u64 == max)
-            && self.clients.iter().all(|c| !c.waiting_tracked())
+        self.histories.iter().enumerate().all(|(g, h)| {
+            let max = h.max_slot();
+            self.nodes
+                .iter()
+                .filter(|n| !n.stays_down)
+                .all(|n| n.up && n.groups[g].machine.ids.len() as u64 == max)
+        }) && self.clients.iter().all(|c| !c.waiting_tracked())
     }
 
     fn final_checks(&mut self) {
         let now = self.now;
         match (self.healed_at, self.stable_at) {
-            (Some(h), None) => self.history.violate(
+            (Some(h), None) => self.histories[0].violate(
                 Checker::Liveness,
                 now,
                 format!(
@@ -401,7 +377,7 @@ impl<P: Protocol> World<P> {
             ),
             (Some(_), Some(_)) if self.tracked_left > 0 => {
                 let left = self.tracked_left;
-                self.history.violate(
+                self.histories[0].violate(
                     Checker::Liveness,
                     now,
                     format!("{left} commands submitted after the cluster settled were never delivered"),
@@ -419,64 +395,91 @@ impl<P: Protocol> World<P> {
             if self.nodes[i].stays_down {
                 continue;
             }
-            let ids = std::mem::take(&mut self.nodes[i].machine.ids);
             let id = self.nodes[i].id;
-            self.history.final_state(now, id, &ids);
-            self.nodes[i].machine.ids = ids;
+            for g in 0..self.histories.len() {
+                let ids = &self.nodes[i].groups[g].machine.ids;
+                self.histories[g].final_state(now, id, ids);
+            }
+        }
+    }
+
+    /// The node an event runs on, when it runs on one (its CPU, its pause).
+    fn runs_on(ev: &Ev<P::Message>) -> Option<usize> {
+        match ev {
+            Ev::Message { to, .. } => Some(*to),
+            Ev::Timer { node, .. } | Ev::Flush { node, .. } | Ev::DiskDone { node, .. } => {
+                Some(*node)
+            }
+            _ => None,
         }
     }
 
     fn handle(&mut self, ev: Ev<P::Message>) {
+        if let Some(i) = Self::runs_on(&ev) {
+            let busy = self.nodes[i].busy_until;
+            if busy > self.now {
+                // Paused, or still busy with earlier work: the event waits (in order).
+                self.at(busy, ev);
+                return;
+            }
+        }
         match ev {
             Ev::Message {
                 from,
                 to,
+                group,
                 generation,
+                late,
                 msg,
             } => {
-                if !self.delivered_on_link(from, to, generation) || self.nodes[to].replica.is_none()
+                if !self.nodes[to].up
+                    || !self.delivered_on_link((from, to, group), generation, late, &msg)
                 {
                     return;
                 }
-                let role = self.nodes[to].role;
+                let role = self.nodes[to].groups[group].role;
                 self.report.count_in(role);
-                if role == Role::Leading {
-                    *self.report.leader_in_kinds.entry(msg.kind()).or_default() += 1;
-                }
+                *self
+                    .report
+                    .in_kinds
+                    .entry((role.name(), msg.kind()))
+                    .or_default() += 1;
                 let from_id = self.nodes[from].id;
+                self.step_cost_ns += self.cfg.cost.receive_ns(msg.wire_size());
                 if self.trace.is_some() {
                     let to_id = self.nodes[to].id;
-                    self.tracef(|| format!("n{from_id} -> n{to_id} {msg:?}"));
+                    self.tracef(|| format!("n{from_id} -> n{to_id} g{group} {msg:?}"));
                 }
-                self.step(to, Input::Message { from: from_id, msg });
+                self.step(to, group, Input::Message { from: from_id, msg });
             }
             Ev::Timer {
                 node,
+                group,
                 incarnation,
                 at,
             } => {
                 let n = &mut self.nodes[node];
-                if n.incarnation != incarnation || n.replica.is_none() || n.timer_at != Some(at) {
+                let m = &mut n.groups[group];
+                if n.incarnation != incarnation || !n.up || m.timer_at != Some(at) {
                     return; // superseded by an earlier deadline, or the replica crashed
                 }
-                n.timer_at = None;
-                self.wake(node);
+                m.timer_at = None;
+                self.wake(node, group);
             }
-            Ev::Flush { node, incarnation } => {
+            Ev::Flush {
+                node,
+                group,
+                incarnation,
+            } => {
                 if self.nodes[node].incarnation == incarnation {
-                    self.flush(node);
+                    self.flush(node, group);
                 }
             }
-            Ev::DiskDone {
-                node,
-                incarnation,
-                upto,
-            } => {
-                if self.nodes[node].incarnation != incarnation || self.nodes[node].replica.is_none()
-                {
+            Ev::DiskDone { node, incarnation } => {
+                if self.nodes[node].incarnation != incarnation || !self.nodes[node].up {
                     return;
                 }
-                self.disk_done(node, upto);
+                self.disk_done(node);
             }
             Ev::Client { client, attempt } => self.client_turn(client, attempt),
             Ev::Monitor => {
@@ -493,233 +496,10 @@ impl<P: Protocol> World<P> {
                 self.at(self.now, Ev::Monitor);
             }
             Ev::Restart(i) => {
-                if self.nodes[i].replica.is_none() && !self.nodes[i].stays_down {
+                if !self.nodes[i].up && !self.nodes[i].stays_down {
                     self.start_node(i);
                 }
             }
         }
-    }
-
-    // ------------------------------------------------------------------ replicas
-
-    fn start_node(&mut self, i: usize) {
-        let n = &mut self.nodes[i];
-        n.new_incarnation();
-        n.leader = None;
-        n.machine = n
-            .durable
-            .snapshot
-            .as_ref()
-            .map(Machine::restore)
-            .unwrap_or_default();
-        let members: Vec<NodeId> = (1..=self.cfg.nodes as NodeId).collect();
-        let cluster = Cluster::new(n.id, members);
-        let seed = mix(self.cfg.seed, (n.id as u64) << 32 | n.incarnation);
-        let core = P::restore(cluster, self.cfg.options.clone(), n.durable.clone(), seed);
-        n.replica = Some(Replica::new(core, OUTBOX_LIMIT));
-        let (id, inc, base) = (n.id, n.incarnation, n.machine.ids.len() as u64);
-        if base > 0 {
-            let ids = n.machine.ids.clone();
-            let now = self.now;
-            self.history.restored(now, id, inc, &ids);
-        } else {
-            self.history.started(id, inc, 0);
-        }
-        self.tracef(|| format!("n{id} starts (incarnation {inc}, snapshot slot {base})"));
-        self.schedule_timer(i);
-    }
-
-    fn crash_node(&mut self, i: usize) {
-        if self.nodes[i].replica.is_none() {
-            return;
-        }
-        let id = self.nodes[i].id;
-        self.tracef(|| format!("n{id} CRASHES"));
-        let n = &mut self.nodes[i];
-        n.replica = None;
-        n.new_incarnation();
-        // The process died: its connections break, and peers see them close.
-        for j in 0..self.nodes.len() {
-            if j != i {
-                self.break_link(i, j);
-                self.break_link(j, i);
-                self.step(j, Input::Disconnected { peer: id });
-            }
-        }
-    }
-
-    /// Run `f` on replica `i` with its environment, then note its view and deadline, and offer
-    /// the state machine's snapshot when one is due.
-    fn with_replica(&mut self, i: usize, f: impl FnOnce(&mut Replica<P>, &mut SimEnv<'_, P>)) {
-        let Some(mut r) = self.nodes[i].replica.take() else {
-            return;
-        };
-        f(&mut r, &mut SimEnv { w: self, i });
-        self.nodes[i].role = r.view().role;
-        self.nodes[i].replica = Some(r);
-        self.schedule_timer(i);
-        if let Some(snap) = self.snapshot_due(i) {
-            self.step(i, Input::Compact(snap));
-        }
-    }
-
-    /// Feed one input to a replica and carry out what it asks for.
-    fn step(&mut self, i: usize, input: Input<P::Message>) {
-        let now = self.now;
-        self.with_replica(i, |r, env| r.step(now, input, env));
-    }
-
-    fn wake(&mut self, i: usize) {
-        let now = self.now;
-        self.with_replica(i, |r, env| {
-            r.wake(now, env);
-        });
-    }
-
-    /// Make sure a timer event is scheduled no later than the replica's deadline.
-    fn schedule_timer(&mut self, i: usize) {
-        let Some(d) = self.nodes[i].replica.as_ref().and_then(|r| r.deadline()) else {
-            return;
-        };
-        let d = d.max(self.now);
-        if self.nodes[i].timer_at.is_some_and(|t| t <= d) {
-            return; // an earlier (or equal) wake is already scheduled
-        }
-        self.nodes[i].timer_at = Some(d);
-        let incarnation = self.nodes[i].incarnation;
-        self.at(
-            d,
-            Ev::Timer {
-                node: i,
-                incarnation,
-                at: d,
-            },
-        );
-    }
-
-    fn snapshot_due(&mut self, i: usize) -> Option<Snapshot> {
-        let every = self.cfg.snapshot_every;
-        let m = &mut self.nodes[i].machine;
-        let applied = m.ids.len() as u64;
-        (every > 0 && applied >= m.last_snapshot + every).then(|| {
-            m.last_snapshot = applied;
-            m.snapshot()
-        })
-    }
-
-    /// The crash-tolerance invariant for a delivery at replica `i`.
-    fn durable_quorum(&self, i: usize, at: synod_core::Position, id: u64) -> bool {
-        let me = &self.nodes[i];
-        // Any replica that is not leading delivers as a follower (also while synchronising).
-        if let (Some(k), false) = (self.cfg.follower_invariant, me.role == Role::Leading) {
-            let leader = me.leader;
-            let holders = self
-                .nodes
-                .iter()
-                .filter(|n| Some(n.id) != leader && n.durable.holds(at, id))
-                .count();
-            return holders >= k;
-        }
-        let holders = self
-            .nodes
-            .iter()
-            .filter(|n| n.durable.holds(at, id))
-            .count();
-        holders >= synod_core::quorum::majority(self.nodes.len())
-    }
-
-    fn on_apply(&mut self, i: usize, a: Apply) {
-        let id = self.nodes[i].id;
-        let now = self.now;
-        match a {
-            Apply::Command { at, command } => {
-                let durable_quorum = self.durable_quorum(i, at, command.id);
-                let inc = self.nodes[i].incarnation;
-                self.history
-                    .delivered(now, id, inc, at.slot, at.tag, command.id, durable_quorum);
-                let m = &mut self.nodes[i].machine;
-                if m.ids.len() as u64 + 1 == at.slot {
-                    m.ids.push(command.id);
-                    m.last_tag = at.tag;
-                }
-                self.report.deliveries += 1;
-                if self.trace.is_some() {
-                    let (slot, cid) = (at.slot, command.id);
-                    self.tracef(|| format!("n{id} delivers slot {slot} (command {cid})"));
-                }
-                self.client_delivered(i, command.id);
-            }
-            Apply::Restore(s) => {
-                let m = Machine::restore(&s);
-                let inc = self.nodes[i].incarnation;
-                self.history.restored(now, id, inc, &m.ids);
-                self.tracef(|| format!("n{id} restores a snapshot at slot {}", s.at.slot));
-                self.nodes[i].machine = m;
-            }
-        }
-    }
-
-    fn on_event(&mut self, i: usize, e: Event) {
-        let id = self.nodes[i].id;
-        let now = self.now;
-        match e {
-            Event::View(v) => {
-                let n = &mut self.nodes[i];
-                n.leader = v.leader;
-                n.epoch = v.epoch;
-                n.role = v.role;
-                if v.role == Role::Leading {
-                    self.history.leading(now, id, v.epoch);
-                }
-                self.tracef(|| {
-                    format!(
-                        "n{id} is {:?} (leader {:?}, epoch {})",
-                        v.role, v.leader, v.epoch
-                    )
-                });
-            }
-            Event::Mode { fallback } => {
-                let key = if fallback {
-                    "to-base"
-                } else {
-                    "back-to-variant"
-                };
-                *self.report.switches.entry(key).or_default() += 1;
-                self.tracef(|| format!("n{id} switches the broadcast mode ({key})"));
-            }
-            Event::Rejected { id: cmd, .. } => self.client_rejected(i, cmd),
-        }
-    }
-}
-
-/// The environment of replica `i` while it steps: the simulated disk, state machine, event
-/// observers and network.
-struct SimEnv<'a, P: Protocol> {
-    w: &'a mut World<P>,
-    i: usize,
-}
-
-impl<P: Protocol> Env<P> for SimEnv<'_, P> {
-    fn persist(&mut self, ops: &mut Vec<Op<P>>) {
-        self.w.nodes[self.i].disk_queue.append(ops);
-        self.w.kick_disk(self.i);
-    }
-    fn apply(&mut self, apply: Apply) {
-        self.w.on_apply(self.i, apply);
-    }
-    fn event(&mut self, event: Event) {
-        self.w.on_event(self.i, event);
-    }
-    fn transmit(&mut self, envelope: Envelope<P::Message>) {
-        self.w.transmit(self.i, envelope);
-    }
-}
-
-/// Per-run message counters, keyed by the role at the time of the message.
-pub(crate) fn role_index(r: Role) -> usize {
-    match r {
-        Role::Leading => 0,
-        Role::Following | Role::Proposer => 1,
-        Role::Electing => 2,
     }
 }

@@ -1,12 +1,13 @@
 //! The nemesis: faults injected and healed as the schedule says, targets resolved when a fault
 //! fires (often the current leader), and the settling of the cluster after the last fault.
 
+use super::node::DiskFault;
 use super::{Ev, World};
 use crate::check::Checker;
 use crate::faults::{Fault, FaultKind};
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use synod_core::{Input, Protocol, Role};
+use synod_core::{Input, Protocol, View};
 
 impl<P: Protocol> World<P> {
     pub(super) fn inject(&mut self, i: usize) {
@@ -26,13 +27,11 @@ impl<P: Protocol> World<P> {
             }
             FaultKind::Crash => {
                 for &t in &target {
-                    // Processes executing the protocol: up and serving with a leader.
+                    // Processes executing the protocol: up and serving.
                     let executing = self
                         .nodes
                         .iter()
-                        .filter(|n| {
-                            n.replica.is_some() && matches!(n.role, Role::Leading | Role::Following)
-                        })
+                        .filter(|n| n.up && n.groups[0].view().serving())
                         .count();
                     let quorum = synod_core::quorum::majority(self.nodes.len());
                     if self.cfg.a12_crashes && executing <= quorum {
@@ -54,25 +53,138 @@ impl<P: Protocol> World<P> {
                     self.nodes[t].slow_disk = f.factor;
                 }
             }
-            FaultKind::LinkReset => {
+            FaultKind::LinkReset | FaultKind::Replay => {
                 let (a, b) = (target[0], target[1]);
-                self.break_link(a, b);
-                self.break_link(b, a);
+                if f.kind == FaultKind::Replay {
+                    self.replay_link(a, b);
+                    self.replay_link(b, a);
+                } else {
+                    self.break_link(a, b);
+                    self.break_link(b, a);
+                }
                 let (ida, idb) = (self.nodes[a].id, self.nodes[b].id);
-                self.step(a, Input::Disconnected { peer: idb });
-                self.step(b, Input::Disconnected { peer: ida });
+                for g in 0..self.histories.len() {
+                    self.step(a, g, Input::Disconnected { peer: idb });
+                    self.step(b, g, Input::Disconnected { peer: ida });
+                }
+            }
+            FaultKind::Pause => {
+                for &t in &target {
+                    let n = &mut self.nodes[t];
+                    n.busy_until = n.busy_until.max(f.end_us);
+                }
+            }
+            FaultKind::ClockDrift => {
+                // 2–10× fast or slow, from the drawn factor.
+                let times = 2 + (f.factor as u64 % 9);
+                for &t in &target {
+                    let base = self.nodes[t].clock.base_ppm;
+                    let rate = if f.factor.is_multiple_of(2) {
+                        base * times
+                    } else {
+                        base / times
+                    };
+                    let now = self.now;
+                    self.nodes[t].clock.set_rate(now, rate);
+                }
+            }
+            FaultKind::DiskError => {
+                for &t in &target {
+                    self.nodes[t].disk_fault = DiskFault::Eio;
+                }
+            }
+            FaultKind::LyingDisk => {
+                for &t in &target {
+                    self.nodes[t].disk_fault = DiskFault::Lying;
+                }
+            }
+            FaultKind::Corrupt | FaultKind::Wipe | FaultKind::WipeMajority => {
+                for &t in &target {
+                    if f.kind != FaultKind::WipeMajority && !self.may_lose_state(t) {
+                        // Within the assumptions at most f replicas have lost state and not
+                        // yet recovered it from their peers (each is detected and abstains;
+                        // more would leave no quorum that remembers).
+                        self.tracef(|| {
+                            format!("n{} keeps its disk: f replicas are recovering", t + 1)
+                        });
+                        *self.report.faults.entry("loss-skipped").or_default() += 1;
+                        continue;
+                    }
+                    self.crash_node(t);
+                    let lost = if f.kind == FaultKind::Corrupt {
+                        self.corrupt_disk(t, f.factor as u64)
+                    } else {
+                        self.wipe_disk(t)
+                    };
+                    let id = self.nodes[t].id;
+                    self.tracef(|| format!("n{id} lost its disk's {lost}"));
+                }
             }
         }
     }
 
+    /// Cut the log of one of node `i`'s groups at a record that failed its checksum (drawn
+    /// from `pick`): that record and every later one are gone, and the replica will know it
+    /// lost state.
+    fn corrupt_disk(&mut self, i: usize, pick: u64) -> String {
+        let g = (pick as usize) % self.nodes[i].groups.len();
+        let r = self.rng.next_u64() as usize;
+        let m = &mut self.nodes[i].groups[g];
+        m.lost_copies.push(m.durable.clone());
+        m.unrecovered = true;
+        let d = &mut m.durable;
+        d.lost = true;
+        let keys: Vec<u64> = d.records.keys().copied().collect();
+        if keys.is_empty() {
+            // Nothing in the log: the damaged block held the snapshot.
+            d.snapshot = None;
+            d.log_base = Default::default();
+            return format!("group {g}'s snapshot");
+        }
+        let cut = keys[r % keys.len()];
+        let dropped = d.records.split_off(&cut).len();
+        format!("group {g}'s {dropped} records from key {cut} on")
+    }
+
+    fn wipe_disk(&mut self, i: usize) -> String {
+        for m in &mut self.nodes[i].groups {
+            let copy = std::mem::take(&mut m.durable);
+            m.lost_copies.push(copy);
+            m.durable.lost = true;
+            m.unrecovered = true;
+        }
+        "whole state (wiped)".to_string()
+    }
+
+    /// May node `t` lose disk state within the assumptions: fewer than f other nodes have
+    /// lost state and not recovered it yet, or will be lost for good when the faults heal
+    /// (`--stay-down`)?
+    fn may_lose_state(&self, t: usize) -> bool {
+        let f = (self.nodes.len() - 1) / 2;
+        let others = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(j, n)| *j != t && (n.stays_down || n.groups.iter().any(|m| m.unrecovered)))
+            .count();
+        others < f && !self.nodes[t].stays_down
+    }
+
     fn resolve_target(&mut self, f: &Fault) -> Vec<usize> {
         let n = self.nodes.len();
-        let leader = self.nodes.iter().position(|x| x.role == Role::Leading);
+        let leader = self.named();
         let pick = |rng: &mut Xoshiro256PlusPlus| rng.next_u64() as usize % n;
         match f.kind {
-            FaultKind::Crash | FaultKind::SlowNode | FaultKind::SlowDisk => {
+            FaultKind::Crash
+            | FaultKind::SlowNode
+            | FaultKind::SlowDisk
+            | FaultKind::Pause
+            | FaultKind::ClockDrift
+            | FaultKind::DiskError
+            | FaultKind::Corrupt
+            | FaultKind::Wipe => {
                 let t = match leader {
-                    Some(l) if f.at_leader => l,
+                    Some(l) if f.at_named => l,
                     _ => pick(&mut self.rng),
                 };
                 vec![t]
@@ -81,7 +193,7 @@ impl<P: Protocol> World<P> {
                 // A random non-empty proper subset, often isolating the leader.
                 let mut side: Vec<usize> =
                     (0..n).filter(|_| self.rng.next_u64() & 1 == 1).collect();
-                if f.at_leader {
+                if f.at_named {
                     if let Some(l) = leader {
                         if !side.contains(&l) {
                             side.push(l);
@@ -98,11 +210,19 @@ impl<P: Protocol> World<P> {
                 // The follower holding the most: the one whose loss hurts.
                 let f = (0..n)
                     .filter(|&i| i != l)
-                    .max_by_key(|&i| (self.nodes[i].durable.last_key(), i))
+                    .max_by_key(|&i| (self.nodes[i].groups[0].durable.last_key(), i))
                     .unwrap_or(l);
                 vec![l, f]
             }
-            FaultKind::LinkReset => {
+            FaultKind::LyingDisk | FaultKind::WipeMajority => {
+                // A majority, the named leader among them when there is one.
+                let mut all: Vec<usize> = (0..n).collect();
+                let start = leader.unwrap_or_else(|| pick(&mut self.rng));
+                all.rotate_left(start);
+                all.truncate(synod_core::quorum::majority(n));
+                all
+            }
+            FaultKind::LinkReset | FaultKind::Replay => {
                 let a = leader.unwrap_or_else(|| pick(&mut self.rng));
                 let mut b = pick(&mut self.rng);
                 if b == a {
@@ -122,13 +242,39 @@ impl<P: Protocol> World<P> {
         let target = f.resolved.clone();
         self.tracef(|| format!("HEAL {} on {:?}", f.kind.name(), target));
         match f.kind {
-            FaultKind::Crash => {
+            FaultKind::Crash
+            | FaultKind::DiskError
+            | FaultKind::Corrupt
+            | FaultKind::Wipe
+            | FaultKind::WipeMajority => {
                 for &t in &target {
-                    if self.nodes[t].replica.is_none()
-                        && !(self.nodes[t].stays_down && self.healed_at.is_some())
-                    {
+                    if f.kind == FaultKind::DiskError {
+                        self.nodes[t].disk_fault = DiskFault::None;
+                    }
+                    let gone_for_good = self.nodes[t].stays_down && self.healed_at.is_some();
+                    if !self.nodes[t].up && !gone_for_good {
                         self.start_node(t);
                     }
+                }
+            }
+            FaultKind::LyingDisk => {
+                // The nodes crash at the end of the fault: what their disks cached is gone.
+                for &t in &target {
+                    self.crash_node(t);
+                    self.nodes[t].disk_fault = DiskFault::None;
+                }
+                for &t in &target {
+                    if !(self.nodes[t].stays_down && self.healed_at.is_some()) {
+                        self.start_node(t);
+                    }
+                }
+            }
+            FaultKind::Pause => {}
+            FaultKind::ClockDrift => {
+                for &t in &target {
+                    let base = self.nodes[t].clock.base_ppm;
+                    let now = self.now;
+                    self.nodes[t].clock.set_rate(now, base);
                 }
             }
             FaultKind::Partition | FaultKind::OneWay => self.block(f.kind, &target, false),
@@ -144,7 +290,7 @@ impl<P: Protocol> World<P> {
             }
             FaultKind::CrashPair => {
                 if let Some(&l) = target.first() {
-                    if self.nodes[l].replica.is_none() {
+                    if !self.nodes[l].up {
                         self.start_node(l);
                     }
                 }
@@ -153,14 +299,14 @@ impl<P: Protocol> World<P> {
                     self.at(at, Ev::Restart(f));
                 }
             }
-            FaultKind::LinkReset => {}
+            FaultKind::LinkReset | FaultKind::Replay => {}
         }
     }
 
     pub(super) fn heal_all(&mut self) {
         for i in 0..self.schedule.faults.len() {
             if self.schedule.faults[i].start_us <= self.now
-                && self.schedule.faults[i].kind != FaultKind::LinkReset
+                && self.schedule.faults[i].kind.has_heal()
             {
                 self.heal(i);
             }
@@ -172,7 +318,7 @@ impl<P: Protocol> World<P> {
         for i in 0..self.nodes.len() {
             if self.nodes[i].stays_down {
                 self.crash_node(i);
-            } else if self.nodes[i].replica.is_none() {
+            } else if !self.nodes[i].up {
                 self.start_node(i);
             }
         }
@@ -180,8 +326,25 @@ impl<P: Protocol> World<P> {
         self.tracef(|| "ALL FAULTS HEALED".to_string());
     }
 
-    /// After healing: has the cluster settled on one leader followed by every live replica,
-    /// without change for the settle window?
+    /// The node the live replicas of group 0 name as leader most often (a tie goes to the
+    /// lower id), if it is up: "the current leader" of a leader-based protocol, the duty holder
+    /// of a multi-leader one. Fault targets are named through it, never through a role.
+    pub(super) fn named(&self) -> Option<usize> {
+        let mut votes: std::collections::BTreeMap<synod_core::NodeId, usize> = Default::default();
+        for n in self.nodes.iter().filter(|n| n.up) {
+            if let Some(l) = n.groups[0].leader {
+                *votes.entry(l).or_default() += 1;
+            }
+        }
+        let (&id, _) = votes
+            .iter()
+            .max_by_key(|(id, c)| (**c, std::cmp::Reverse(**id)))?;
+        let i = id as usize - 1;
+        (i < self.nodes.len() && self.nodes[i].up).then_some(i)
+    }
+
+    /// After healing: do the views of every live replica satisfy the protocol's settled rule
+    /// ([`Protocol::settled`]), unchanged for the settle window?
     pub(super) fn check_stable(&mut self) {
         let Some(h) = self.healed_at else {
             return;
@@ -189,33 +352,22 @@ impl<P: Protocol> World<P> {
         if self.stable_at.is_some() {
             return;
         }
-        let mut live = self.nodes.iter().filter(|n| !n.stays_down);
-        let Some(first) = live.next() else {
-            return;
-        };
-        let agreed = std::iter::once(first).chain(live).all(|n| {
-            n.replica.is_some()
-                && matches!(n.role, Role::Leading | Role::Following)
-                && n.leader.is_some()
-                && n.leader == first.leader
-                && n.epoch == first.epoch
-        }) && self
-            .nodes
-            .iter()
-            .filter(|n| n.replica.is_some() && n.role == Role::Leading)
-            .count()
-            == 1;
+        let live: Vec<_> = self.nodes.iter().filter(|n| !n.stays_down).collect();
+        let views: Vec<Vec<View>> = (0..self.histories.len())
+            .map(|g| live.iter().map(|n| n.groups[g].view()).collect())
+            .collect();
+        let agreed =
+            !live.is_empty() && live.iter().all(|n| n.up) && views.iter().all(|v| P::settled(v));
         let now = self.now;
         if !agreed {
             self.settling = None;
             return;
         }
-        let view = (first.leader, first.epoch);
-        match self.settling {
-            Some((v, _)) if v == view => {}
-            _ => self.settling = Some((view, now)),
+        match &self.settling {
+            Some((v, _)) if *v == views => {}
+            _ => self.settling = Some((views, now)),
         }
-        let since = self.settling.expect("set").1;
+        let since = self.settling.as_ref().expect("set").1;
         if now - since < self.cfg.settle_window_us {
             return;
         }
@@ -223,7 +375,7 @@ impl<P: Protocol> World<P> {
         self.report.settle_us.push(since - h);
         self.tracef(|| "CLUSTER SETTLED".to_string());
         if since - h > self.cfg.liveness_bound_us {
-            self.history.violate(
+            self.histories[0].violate(
                 Checker::Liveness,
                 now,
                 format!(

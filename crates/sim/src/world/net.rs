@@ -1,8 +1,10 @@
-//! The simulated network: one FIFO link per ordered pair of replicas, with latency, bandwidth,
-//! partitions (messages dropped silently) and broken connections (what is in flight is lost).
+//! The simulated network: one FIFO link per ordered pair of replicas, with latency, one
+//! network interface per node whose bandwidth all its links share, partitions (messages dropped silently) and broken connections (what is in flight is lost).
 
 use super::{Ev, World};
 use crate::faults::FaultKind;
+use crate::WanLink;
+use rand_core::RngCore;
 use synod_core::{Dest, Envelope, Protocol, WireSize};
 
 /// A directed link. A break bumps the generation: whatever was in flight is lost.
@@ -10,45 +12,62 @@ use synod_core::{Dest, Envelope, Protocol, WireSize};
 pub(super) struct Link {
     pub(super) generation: u64,
     pub(super) blocked: u32,
-    /// When the sender's NIC is free again (bandwidth model).
-    busy_until: u64,
+    /// A replaying reconnect: messages of this (old) generation still in flight arrive late
+    /// instead of being lost. Cleared by any later break (a crash kills the connection's data).
+    replay: Option<u64>,
     /// Arrival time of the last message (FIFO).
     last_arrival: u64,
+    /// When the link's own bandwidth (a WAN pipe) is free again.
+    pipe_free_at: u64,
 }
 
 impl<P: Protocol> World<P> {
-    pub(super) fn transmit(&mut self, from: usize, env: Envelope<P::Message>) {
-        let role = self.nodes[from].role;
+    pub(super) fn transmit(&mut self, from: usize, group: usize, env: Envelope<P::Message>) {
+        let role = self.nodes[from].groups[group].role;
         match env.to {
             Dest::One(to) => {
                 self.report.count_out(role);
-                self.send_one(from, to as usize - 1, env.msg);
+                self.send_one(from, to as usize - 1, group, env.msg);
             }
             Dest::All => {
                 for to in 0..self.nodes.len() {
                     if to != from {
                         self.report.count_out(role);
-                        self.send_one(from, to, env.msg.clone());
+                        self.send_one(from, to, group, env.msg.clone());
                     }
                 }
             }
         }
     }
 
-    fn send_one(&mut self, from: usize, to: usize, msg: P::Message) {
+    fn send_one(&mut self, from: usize, to: usize, group: usize, msg: P::Message) {
         let n = self.nodes.len();
         let size = msg.wire_size() as u64;
+        // The CPU cost of sending: the message leaves once the step has spent it.
+        self.step_cost_ns += self.cfg.cost.send_ns(size as usize);
+        let ready = self.now + self.step_cost_ns.div_ceil(1_000);
         let slow = self.nodes[from].slow_net.max(self.nodes[to].slow_net) as u64;
-        let lat =
-            self.rand_between(self.cfg.net.latency_min_us, self.cfg.net.latency_max_us) * slow;
-        let tx = size * 1_000_000 / self.cfg.net.bandwidth_bytes_per_s.max(1);
-        let now = self.now;
-        let link = &mut self.links[from * n + to];
-        if link.blocked > 0 {
+        if self.links[from * n + to].blocked > 0 {
             return;
         }
-        link.busy_until = link.busy_until.max(now) + tx;
-        let arrival = (link.busy_until + lat).max(link.last_arrival);
+        let wan = self.wan_link(from, to);
+        let lat = match wan {
+            Some(w) => w.latency_us + self.rand_between(0, w.jitter_us),
+            None => self.rand_between(self.cfg.net.latency_min_us, self.cfg.net.latency_max_us),
+        } * slow;
+        // One network interface per node: everything it sends shares its bandwidth.
+        let tx = size * 1_000_000 / self.cfg.net.bandwidth_bytes_per_s.max(1);
+        let nic = &mut self.nodes[from].nic_free_at;
+        *nic = (*nic).max(ready) + tx;
+        let mut sent = *nic;
+        let link = &mut self.links[from * n + to];
+        if let Some(w) = wan {
+            // Then the WAN pipe between the two sites.
+            let pipe_tx = size * 1_000_000 / w.bandwidth_bytes_per_s.max(1);
+            link.pipe_free_at = link.pipe_free_at.max(sent) + pipe_tx;
+            sent = link.pipe_free_at;
+        }
+        let arrival = (sent + lat).max(link.last_arrival);
         link.last_arrival = arrival;
         let generation = link.generation;
         self.at(
@@ -56,20 +75,83 @@ impl<P: Protocol> World<P> {
             Ev::Message {
                 from,
                 to,
+                group,
                 generation,
+                late: false,
                 msg,
             },
         );
     }
 
-    /// Was a message sent on link `from → to` in `generation` still deliverable?
-    pub(super) fn delivered_on_link(&self, from: usize, to: usize, generation: u64) -> bool {
-        self.links[from * self.nodes.len() + to].generation == generation
+    /// The WAN link between two nodes' sites, after the changes due by now (nodes of one
+    /// site use the LAN model).
+    fn wan_link(&mut self, from: usize, to: usize) -> Option<WanLink> {
+        let now = self.now;
+        let w = self.cfg.net.wan.as_mut()?;
+        if w.changes.first().is_some_and(|c| c.0 <= now) {
+            w.advance(now);
+        }
+        (w.site_of[from] != w.site_of[to]).then(|| w.link(from, to))
+    }
+
+    /// Was a message sent on link `from → to` in `generation` still deliverable? A message of
+    /// a replaying connection is instead put back in flight, late (after the new connection's
+    /// messages), and one in four is delivered twice; it returns false for now.
+    pub(super) fn delivered_on_link(
+        &mut self,
+        (from, to, group): (usize, usize, usize),
+        generation: u64,
+        late: bool,
+        msg: &P::Message,
+    ) -> bool {
+        let n = self.nodes.len();
+        let link = &self.links[from * n + to];
+        if link.generation == generation {
+            return true;
+        }
+        if link.replay != Some(generation) {
+            return false;
+        }
+        if late {
+            return true; // already held back once: it arrives now
+        }
+        let copies = if self.rng.next_u64().is_multiple_of(4) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let delay = self.rand_between(1_000, 50_000);
+            *self.report.faults.entry("replayed-message").or_default() += 1;
+            let at = self.now + delay;
+            self.at(
+                at,
+                Ev::Message {
+                    from,
+                    to,
+                    group,
+                    generation,
+                    late: true,
+                    msg: msg.clone(),
+                },
+            );
+        }
+        false
     }
 
     pub(super) fn break_link(&mut self, a: usize, b: usize) {
         let n = self.nodes.len();
-        self.links[a * n + b].generation += 1;
+        let link = &mut self.links[a * n + b];
+        link.generation += 1;
+        link.replay = None;
+    }
+
+    /// Break the connection `a → b`, but let what was in flight on it arrive late.
+    pub(super) fn replay_link(&mut self, a: usize, b: usize) {
+        let n = self.nodes.len();
+        let link = &mut self.links[a * n + b];
+        link.replay = Some(link.generation);
+        link.generation += 1;
     }
 
     pub(super) fn block(&mut self, kind: FaultKind, side: &[usize], on: bool) {

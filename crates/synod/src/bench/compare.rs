@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 use super::conn::Conn;
-use super::load::run_workload;
+use super::cost::{ServerCost, ServerProbe};
+use super::load::run_workload_probed;
 use super::{
     machine, parse_duration, print_table, Machine, Proto, RunResult, Workload, TABLE_HEADER,
 };
@@ -157,7 +158,10 @@ pub(super) async fn run_matrix(
             w.label = label.to_string();
             eprintln!("{label}: {c} clients, {wr}% writes");
             let cpu0: f64 = (1..=n).filter_map(|i| cl.cpu_seconds(i)).sum();
-            let r = run_workload(&w).await?;
+            // synod's peer counters and every server's CPU time, snapshotted when the measured
+            // window opens and closes.
+            let probe = matches!(kind, Kind::Synod { .. }).then(|| ServerProbe::of(&cl));
+            let r = run_workload_probed(&w, probe).await?;
             let cpu1: f64 = (1..=n).filter_map(|i| cl.cpu_seconds(i)).sum();
             eprintln!(
                 "  {:.0} ops/s  p50 {:.0} µs  p99 {:.0} µs  errors {}  (server CPU {:.1} s)",
@@ -167,6 +171,13 @@ pub(super) async fn run_matrix(
                 r.errors,
                 cpu1 - cpu0
             );
+            if r.server.is_some() {
+                let c = ServerCost::cells(r.server.as_ref());
+                eprintln!(
+                    "  measured window: {} peer msgs/op, {} peer B/op, {} CPU µs/op, {} CPU µs/msg",
+                    c[0], c[1], c[2], c[3]
+                );
+            }
             out.push(r);
         }
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::conn::{setup_etcd, Conn};
+use super::cost::{ServerCost, ServerProbe};
 use super::{Proto, RunResult, Workload};
 use crate::zkclient::ZkSession;
 
@@ -69,6 +70,15 @@ fn new_hist() -> Histogram<u64> {
 
 /// Run one workload against running servers.
 pub(super) async fn run_workload(w: &Workload) -> Result<RunResult> {
+    run_workload_probed(w, None).await
+}
+
+/// Run one workload; with a probe, also what the servers spent in the measured window (the
+/// probe snapshots their counters when it opens and when it closes).
+pub(super) async fn run_workload_probed(
+    w: &Workload,
+    probe: Option<ServerProbe>,
+) -> Result<RunResult> {
     let value = vec![b'x'; w.value_size];
     match w.proto {
         Proto::Zk => setup_zk(&w.servers, w.keys, &value).await?,
@@ -143,7 +153,17 @@ pub(super) async fn run_workload(w: &Workload) -> Result<RunResult> {
             }
         })
     };
+    let mut before = None;
+    if let Some(p) = &probe {
+        tokio::time::sleep_until(shared.measure_from.into()).await;
+        let p = p.clone();
+        before = Some(tokio::task::spawn_blocking(move || p.snapshot()).await?);
+    }
     tokio::time::sleep_until((shared.measure_to).into()).await;
+    let mut after = None;
+    if let Some(p) = probe {
+        after = Some(tokio::task::spawn_blocking(move || p.snapshot()).await?);
+    }
     shared.stop.store(true, Ordering::Relaxed);
     let mut hist = new_hist();
     let (mut ops, mut errors) = (0, 0);
@@ -182,6 +202,10 @@ pub(super) async fn run_workload(w: &Workload) -> Result<RunResult> {
         p999_us: us(0.999),
         max_us: hist.max() as f64 / 1000.0,
         mean_us: hist.mean() / 1000.0,
+        server: match (before, after) {
+            (Some(a), Some(b)) => Some(ServerCost::between(&a, &b, ops)),
+            _ => None,
+        },
     })
 }
 

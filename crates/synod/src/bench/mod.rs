@@ -12,6 +12,7 @@
 //! | `mod.rs` | the command line, [`RunResult`], the result table, [`Workload`], [`run`] |
 //! | `load.rs` | the closed-loop load: key set-up, clients, histograms |
 //! | `conn.rs` | one client's connection: a ZooKeeper session or an etcd client |
+//! | `cost.rs` | the servers' peer messages, bytes and CPU time in the measured window |
 //! | `compare.rs` | `bench compare`: synod against ZooKeeper and etcd, markdown and SVG |
 //! | `protocols.rs` | `bench protocols`: synod's replication protocols on real processes |
 //! | `memory.rs` | `bench memory`: resident memory with many znodes |
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 mod compare;
 mod conn;
+mod cost;
 mod load;
 mod memory;
 mod protocols;
@@ -138,6 +140,10 @@ pub struct RunResult {
     pub p999_us: f64,
     pub max_us: f64,
     pub mean_us: f64,
+    /// What the servers spent in the measured window (`bench protocols` and `compare`, synod's
+    /// peer counters only for synod).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<cost::ServerCost>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,23 +283,46 @@ const TABLE_HEADER: [&str; 10] = [
 
 /// Prints results as an aligned terminal table.
 fn print_table(rs: &[RunResult]) {
+    print_table_with(rs, &[], |_| vec![]);
+}
+
+/// Prints results as an aligned terminal table, with `extra` columns after the usual ones.
+fn print_table_with(rs: &[RunResult], extra: &[&str], cells: impl Fn(&RunResult) -> Vec<String>) {
     const WIDTHS: [usize; 10] = [22, 7, 4, 11, 9, 9, 9, 9, 9, 7];
     let line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
-            .zip(WIDTHS)
             .enumerate()
-            .map(|(i, (c, w))| match i {
-                0 => format!("{c:<w$}"),
-                _ => format!("{c:>w$}"),
+            .map(|(i, c)| {
+                let w = WIDTHS
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .max(extra_width(extra, i));
+                match i {
+                    0 => format!("{c:<w$}"),
+                    _ => format!("{c:>w$}"),
+                }
             })
             .collect();
         println!("{}", padded.join(" "));
     };
-    line(&TABLE_HEADER.map(String::from));
+    let mut header: Vec<String> = TABLE_HEADER.map(String::from).into();
+    header.extend(extra.iter().map(|h| h.to_string()));
+    line(&header);
     for r in rs {
-        line(&r.cells());
+        let mut row: Vec<String> = r.cells().into();
+        row.extend(cells(r));
+        line(&row);
     }
+}
+
+/// The width of extra column `i` (counted from the first column of the table): its header's,
+/// at least 9.
+fn extra_width(extra: &[&str], i: usize) -> usize {
+    i.checked_sub(TABLE_HEADER.len())
+        .and_then(|j| extra.get(j))
+        .map_or(0, |h| h.chars().count().max(9))
 }
 
 #[derive(Serialize, Deserialize)]

@@ -1,4 +1,5 @@
 use super::compare::{chart, compare_markdown, CompareDoc};
+use super::cost::{parse_transport, prom_counter, ServerCost, Snapshot, Transport};
 use super::*;
 
 #[test]
@@ -31,6 +32,7 @@ fn ratios_table_names_both_systems() {
         p999_us: 1.0,
         max_us: 1.0,
         mean_us: 1.0,
+        server: None,
     };
     let doc = CompareDoc {
         machine: machine(),
@@ -45,4 +47,155 @@ fn ratios_table_names_both_systems() {
         "{md}"
     );
     assert!(chart(&doc.results).contains("<svg"));
+}
+
+const METRICS: &str = "# HELP synod_transport Peer transport counters.
+# TYPE synod_transport gauge
+synod_transport{kind=\"frames_in\"} 1200
+synod_transport{kind=\"frames_out\"} 1190
+synod_transport{kind=\"bytes_in\"} 2400000
+synod_transport{kind=\"bytes_out\"} 2390000
+synod_transport{kind=\"bad_frames\"} 0
+synod_transport_other{kind=\"frames_in\"} 7
+# EOF
+";
+
+#[test]
+fn transport_counters_parse_from_prometheus_text() {
+    assert_eq!(
+        parse_transport(METRICS).unwrap(),
+        Transport {
+            frames_in: 1200,
+            frames_out: 1190,
+            bytes_in: 2_400_000,
+            bytes_out: 2_390_000,
+        }
+    );
+    // A float rendering of an integer, and a trailing timestamp, are accepted.
+    let t = METRICS.replace("} 1200", "} 1.2e3 1700000000000");
+    assert_eq!(parse_transport(&t).unwrap().frames_in, 1200);
+    // The sample must match the name exactly, not a longer one that starts like it.
+    assert!(prom_counter(METRICS, "synod_transport_other{kind=\"frames_in\"}").unwrap() == 7);
+    assert!(prom_counter(METRICS, "synod_transport").is_err());
+}
+
+#[test]
+fn missing_or_malformed_transport_counters_are_errors() {
+    let missing = METRICS.replace("synod_transport{kind=\"bytes_out\"} 2390000\n", "");
+    assert!(parse_transport(&missing).is_err());
+    assert!(parse_transport("").is_err());
+    assert!(parse_transport("<html>502 Bad Gateway</html>").is_err());
+    for bad in ["} x", "} -5", "} NaN", "} +Inf", "} 1.5", "}", "} ", "}\t"] {
+        let t = METRICS.replace("} 1200", bad);
+        assert!(parse_transport(&t).is_err(), "{bad:?} accepted");
+    }
+    let huge = METRICS.replace("} 1200", "} 99999999999999999999999");
+    assert!(parse_transport(&huge).is_err());
+}
+
+#[test]
+fn proc_stat_cpu_ticks_are_counted_after_the_last_parenthesis() {
+    use crate::procs::stat_cpu_ticks;
+    let tail = "S 1 1234 1234 0 -1 4194560 2469 0 0 0 517 83 0 0 20 0 9 0 8310 2 3";
+    assert_eq!(stat_cpu_ticks(&format!("4321 (synod) {tail}")), Some(600));
+    // A command name with spaces and parentheses, even an unbalanced one.
+    assert_eq!(
+        stat_cpu_ticks(&format!("4321 (a) b (c)) 1 2 3 ) {tail}")),
+        Some(600)
+    );
+    assert_eq!(stat_cpu_ticks(&format!("4321 (x (y {tail}")), None);
+    for bad in [
+        "",
+        ")",
+        "4321 (synod)",
+        "4321 (synod) S 1 2",
+        "4321 synod S 1 1234 1234 0 -1 4194560 2469 0 0 0 517 83",
+        "4321 (synod) S 1 1234 1234 0 -1 4194560 2469 0 0 0 5x7 83",
+        "4321 (synod) S 1 1234 1234 0 -1 4194560 2469 0 0 0 18446744073709551615 1",
+    ] {
+        assert_eq!(stat_cpu_ticks(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn server_cost_columns_are_dashes_without_counters() {
+    assert_eq!(ServerCost::cells(None), ["—", "—", "—", "—"]);
+    let c = ServerCost {
+        msgs_per_op: Some(8.0),
+        peer_bytes_per_op: Some(9000.0),
+        cpu_us_per_op: Some(100.0),
+        cpu_us_per_msg: Some(10.0),
+        ..Default::default()
+    };
+    assert_eq!(
+        ServerCost::cells(Some(&c)),
+        ["8.00", "9000", "100.0", "10.00"]
+    );
+}
+
+#[test]
+fn server_cost_is_the_difference_per_operation() {
+    let hz = crate::procs::clock_ticks_per_second();
+    let t = |f: u64, b: u64| Transport {
+        frames_in: f,
+        frames_out: f,
+        bytes_in: b,
+        bytes_out: b,
+    };
+    let a = Snapshot {
+        cpu_ticks: Some(1000),
+        transport: Some(t(100, 10_000)),
+    };
+    // 1000 operations: 4000 frames each way, 1 s of CPU.
+    let b = Snapshot {
+        cpu_ticks: Some(1000 + hz),
+        transport: Some(t(4100, 2_010_000)),
+    };
+    let c = ServerCost::between(&a, &b, 1000);
+    assert_eq!(c.peer_frames_in, Some(4000));
+    assert_eq!(c.msgs_per_op, Some(8.0));
+    assert_eq!(c.peer_bytes_per_op, Some(4000.0));
+    assert_eq!(c.cpu_us_per_op, Some(1000.0));
+    assert_eq!(c.cpu_us_per_msg, Some(100.0));
+    // A counter that went backwards, a missing scrape or no operations give no figure.
+    let restarted = Snapshot {
+        cpu_ticks: Some(1000 + hz),
+        transport: Some(t(50, 2_010_000)),
+    };
+    let c = ServerCost::between(&a, &restarted, 1000);
+    assert_eq!((c.msgs_per_op, c.cpu_us_per_msg), (None, None));
+    assert_eq!(c.cpu_us_per_op, Some(1000.0));
+    let lost = Snapshot {
+        cpu_ticks: None,
+        transport: None,
+    };
+    assert_eq!(ServerCost::between(&a, &lost, 1000), ServerCost::default());
+    assert_eq!(ServerCost::between(&a, &b, 0).cpu_us_per_op, None);
+}
+
+#[test]
+fn transport_counters_parse_from_the_servers_own_metrics() {
+    use std::sync::atomic::Ordering;
+    let stats = std::sync::Arc::new(synod_server::transport::TransportStats::default());
+    stats.frames_in.store(3, Ordering::Relaxed);
+    stats.frames_out.store(4, Ordering::Relaxed);
+    stats.bytes_in.store(500, Ordering::Relaxed);
+    stats.bytes_out.store(600, Ordering::Relaxed);
+    let text = synod_server::metrics::Metrics::new(stats).render();
+    assert_eq!(
+        parse_transport(&text).unwrap(),
+        Transport {
+            frames_in: 3,
+            frames_out: 4,
+            bytes_in: 500,
+            bytes_out: 600,
+        },
+        "{text}"
+    );
+}
+
+#[test]
+fn this_process_has_cpu_ticks() {
+    assert!(crate::procs::cpu_ticks(std::process::id()).is_some());
+    assert!(crate::procs::clock_ticks_per_second() > 0);
 }

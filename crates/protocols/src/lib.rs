@@ -1,6 +1,8 @@
-//! The protocols the simulator (and the `synod sim` command) can run, by name.
+//! The protocols the simulator (and the `synod sim` command) can run, by name, with the faults
+//! each one's assumptions allow. It lives outside the simulator so that the simulator depends
+//! on the contract (`synod-core`) only; a new protocol family registers here.
 
-use crate::{run_one, run_seeds, FaultKind, Report, SimConfig};
+use synod_sim::{run_one, run_seeds, FaultKind, Report, SimConfig};
 use synod_zab::{Bug, Options as ZabOptions, Variant, Zab};
 
 /// Protocols that can be selected by name: Zab and the thesis's variants, then deliberately
@@ -86,7 +88,7 @@ pub fn check_size(name: &str, nodes: usize) -> Result<(), String> {
 fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<ZabOptions> {
     let s = spec(name).expect("checked");
     let variant = s.options.variant;
-    let mut c = with_options(cfg, s.options);
+    let mut c = cfg.with_options(s.options);
     if s.restricted {
         c.faults.0.retain(|k| {
             matches!(
@@ -121,30 +123,4 @@ pub fn run_named_one(name: &str, cfg: &SimConfig<()>) -> Result<(Report, Option<
     check_name(name)?;
     check_size(name, cfg.nodes)?;
     Ok(run_one::<Zab>(configure(name, cfg)))
-}
-
-pub fn with_options<O, P: Clone>(cfg: &SimConfig<O>, options: P) -> SimConfig<P> {
-    SimConfig {
-        nodes: cfg.nodes,
-        seed: cfg.seed,
-        options,
-        net: cfg.net.clone(),
-        disk: cfg.disk.clone(),
-        workload: cfg.workload.clone(),
-        faults: cfg.faults.clone(),
-        fault_window_us: cfg.fault_window_us,
-        max_faults: cfg.max_faults,
-        max_fault_us: cfg.max_fault_us,
-        liveness_bound_us: cfg.liveness_bound_us,
-        settle_window_us: cfg.settle_window_us,
-        snapshot_every: cfg.snapshot_every,
-        batch_commands: cfg.batch_commands,
-        stay_down: cfg.stay_down,
-        a12_crashes: cfg.a12_crashes,
-        follower_invariant: cfg.follower_invariant,
-        run_for_us: cfg.run_for_us,
-        script: cfg.script.clone(),
-        disabled: cfg.disabled.clone(),
-        trace: cfg.trace,
-    }
 }

@@ -1,0 +1,74 @@
+//! Durability by restart: at the end of every run, every replica is restarted from its disk
+//! image alone (what it made durable; nothing in memory, nothing in flight), on a healed
+//! network and with no clients, and must recover every slot ever delivered anywhere. Unlike
+//! the end-of-run durability check, this one holds whether or not a majority was up at the end,
+//! and it is what catches a disk that lost acknowledged writes.
+
+use super::{Ev, World};
+use synod_core::Protocol;
+
+impl<P: Protocol> World<P> {
+    pub(super) fn restart_from_disk(&mut self) {
+        let expected: Vec<u64> = self.histories.iter().map(|h| h.max_slot()).collect();
+        self.tracef(|| format!("RESTART EVERY REPLICA FROM DISK (history: {expected:?} slots)"));
+        // Stop the clients and forget every pending event: messages, timers, disk completions
+        // and faults belong to processes that are about to die.
+        self.queue.clear();
+        self.workload_end = self.now;
+        for i in 0..self.nodes.len() {
+            self.crash_node(i);
+        }
+        for link in &mut self.links {
+            link.blocked = 0;
+        }
+        let n = self.nodes.len();
+        for a in 0..n {
+            for b in 0..n {
+                self.break_link(a, b);
+            }
+        }
+        for n in &mut self.nodes {
+            n.stays_down = false;
+            n.slow_net = 1;
+            n.slow_disk = 1;
+            n.disk_fault = super::node::DiskFault::None;
+            n.busy_until = 0;
+            let base = n.clock.base_ppm;
+            n.clock.set_rate(self.now, base);
+        }
+        for i in 0..self.nodes.len() {
+            self.start_node(i);
+        }
+        let deadline = self.now + 2 * self.cfg.liveness_bound_us.max(2_000_000);
+        let recovered = |w: &Self| {
+            w.nodes.iter().all(|n| {
+                n.groups
+                    .iter()
+                    .zip(&expected)
+                    .all(|(m, &e)| m.machine.ids.len() as u64 >= e)
+            })
+        };
+        while !recovered(self) {
+            let Some(s) = self.queue.pop() else {
+                break;
+            };
+            if s.at > deadline {
+                break;
+            }
+            self.now = s.at;
+            self.events += 1;
+            if matches!(s.ev, Ev::Client { .. }) {
+                continue;
+            }
+            self.handle(s.ev);
+        }
+        let now = self.now;
+        for i in 0..self.nodes.len() {
+            let id = self.nodes[i].id;
+            for g in 0..self.histories.len() {
+                let ids = &self.nodes[i].groups[g].machine.ids;
+                self.histories[g].recovered(now, id, ids);
+            }
+        }
+    }
+}
