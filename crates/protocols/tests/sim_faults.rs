@@ -316,3 +316,13 @@ fn many_groups_share_the_nodes_and_each_is_checked() {
         r.failures[0].1
     );
 }
+
+#[test]
+fn pipelining_sessions_are_ordered_as_submitted_under_every_fault() {
+    let mut cfg = only("all");
+    cfg.workload.pipeline = 4;
+    cfg.workload.clients = 8;
+    let r = sweep(&cfg, 0..100);
+    assert_clean(&r);
+    assert!(r.completed > 100_000, "completed {}", r.completed);
+}

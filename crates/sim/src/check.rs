@@ -6,6 +6,7 @@
 //! | agreement | no two replicas deliver different commands (or tags) at one slot |
 //! | order | each replica incarnation delivers slots 1, 2, 3, … without gap or repeat, after its snapshot |
 //! | integrity | only submitted commands are delivered, each at one slot only |
+//! | client-order | a session's commands on one connection are ordered as it submitted them |
 //! | durability | at the end every replica holds every slot ever delivered anywhere |
 //! | recovery | restarted from their disks alone, the replicas recover every slot ever delivered |
 //! | crash-tolerance | zab.md §1.5: when a replica delivers m, a quorum has m in stable storage |
@@ -22,6 +23,7 @@ pub enum Checker {
     Agreement,
     Order,
     Integrity,
+    ClientOrder,
     Durability,
     Recovery,
     CrashTolerance,
@@ -47,6 +49,7 @@ impl fmt::Display for Checker {
             Checker::Agreement => "agreement",
             Checker::Order => "total-order",
             Checker::Integrity => "integrity",
+            Checker::ClientOrder => "client-order",
             Checker::Durability => "durability",
             Checker::Recovery => "recovery-from-disk",
             Checker::CrashTolerance => "crash-tolerance",
@@ -86,6 +89,10 @@ pub struct History {
     /// command id → slot.
     placed: HashMap<u64, u64>,
     submitted: HashSet<u64>,
+    /// command id → (client, connection, its place among the connection's submissions).
+    sessions: HashMap<u64, (u64, u64, u64)>,
+    /// (client, connection) → the place and slot of its last command ordered so far.
+    session_last: HashMap<(u64, u64), (u64, u64)>,
     /// (node, incarnation) → last delivered slot.
     cursor: HashMap<(NodeId, u64), u64>,
     leaders: BTreeMap<u64, NodeId>,
@@ -127,6 +134,35 @@ impl History {
 
     pub fn submitted(&mut self, id: u64) {
         self.submitted.insert(id);
+    }
+
+    /// A client submitted `id` as the `place`-th command on its `connection`.
+    pub fn submitted_by(&mut self, id: u64, (client, connection, place): (u64, u64, u64)) {
+        self.submitted.insert(id);
+        self.sessions.insert(id, (client, connection, place));
+    }
+
+    /// The client-order check, at the first delivery of `id` at `slot`: no command the same
+    /// connection submitted later was ordered before it (commands lost on the way may leave
+    /// gaps; they may not be overtaken).
+    fn ordered(&mut self, now: TimeUs, id: u64, slot: u64) {
+        let Some(&(client, conn, place)) = self.sessions.get(&id) else {
+            return;
+        };
+        let last = self.session_last.entry((client, conn)).or_insert((0, 0));
+        if place < last.0 {
+            let (later, at) = *last;
+            self.violate(
+                Checker::ClientOrder,
+                now,
+                format!(
+                    "client {client}'s command {place} on connection {conn} was ordered at slot \
+                     {slot}, after its command {later} at slot {at}"
+                ),
+            );
+        } else {
+            *last = (place, slot);
+        }
     }
 
     /// A replica (re)started from a state that covers slots up to `base`.
@@ -181,6 +217,7 @@ impl History {
             }
         } else if idx == self.slots.len() {
             self.slots.push((tag, id));
+            self.ordered(now, id, slot);
             if let Some(&other) = self.placed.get(&id) {
                 self.violate(
                     Checker::Integrity,
@@ -363,6 +400,24 @@ mod tests {
         h.delivered(1, 1, 0, 1, 1, 5, true);
         h.delivered(2, 1, 0, 2, 2, 5, true);
         assert_eq!(only(&h), Checker::Integrity);
+    }
+
+    #[test]
+    fn client_order_catches_a_session_overtaken_by_its_own_later_command() {
+        let mut h = History::default();
+        for (id, place) in [(1, 1), (2, 2), (3, 3)] {
+            h.submitted_by(id, (7, 0, place));
+        }
+        h.submitted_by(4, (7, 1, 1)); // a new connection starts its own order
+        h.started(1, 0, 0);
+        // 2 is lost on the way: a gap is fine.
+        h.delivered(1, 1, 0, 1, 1, 1, true);
+        h.delivered(2, 1, 0, 2, 2, 3, true);
+        h.delivered(3, 1, 0, 3, 3, 4, true);
+        assert!(h.ok(), "{:?}", h.violations);
+        // 2 arriving after 3 is an inversion.
+        h.delivered(4, 1, 0, 4, 4, 2, true);
+        assert_eq!(only(&h), Checker::ClientOrder);
     }
 
     #[test]

@@ -73,16 +73,15 @@ impl CostModel {
     }
 
     /// Calibrated on real processes on the workplace machine (docs/results/simulator.md,
-    /// "Cost model"): `synod bench protocols` measures about 20 µs of server CPU per message
-    /// end (each peer message at its sender and its receiver, each client request and reply)
-    /// for zab at N = 3 under 32 clients, and each of the three replicas gets about half of one
-    /// of the two cores (the load generator takes the rest), so a message holds a replica for
-    /// about 40 µs of wall time. The measurements do not separate a per-byte cost (every
-    /// message there carries about 1 KiB), so it is left at zero.
+    /// "Cost model"): `synod bench protocols` measures, for zab at N = 3 under 32 clients,
+    /// about 15 µs of server CPU per message end (each peer message at its sender and at its
+    /// receiver, each client request and reply; fsync and the state machine included, which
+    /// the simulator does not otherwise charge). The measurements do not separate a per-byte
+    /// cost (every message there carries about 1 KiB), so it is left at zero.
     pub fn calibrated() -> Self {
         Self {
-            receive_ns: 40_000,
-            send_ns: 40_000,
+            receive_ns: 15_000,
+            send_ns: 15_000,
             byte_ns: 0,
         }
     }
@@ -153,6 +152,9 @@ pub struct Workload {
     /// local state (no broadcast) in `read_service_us`.
     pub write_ratio: f64,
     pub read_service_us: u64,
+    /// Commands a client keeps outstanding at once, in order (ZooKeeper sessions pipeline);
+    /// the client-order checker requires them delivered in that order.
+    pub pipeline: usize,
 }
 
 impl Default for Workload {
@@ -166,6 +168,7 @@ impl Default for Workload {
             liveness_commands: 30,
             write_ratio: 1.0,
             read_service_us: 20,
+            pipeline: 1,
         }
     }
 }

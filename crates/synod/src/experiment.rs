@@ -94,6 +94,9 @@ pub fn thesis_experiment(seeds: std::ops::Range<u64>, threads: usize, quick: boo
                 cfg.fault_window_us = 10_000_000;
                 cfg.run_for_us = Some(if quick { 1_000_000 } else { 2_000_000 });
                 cfg.snapshot_every = 0;
+                // A measurement: the safety checkers run on every delivery, the restart from
+                // disk at the end is left to the sweeps.
+                cfg.restart_check = false;
                 // The thesis's protocols propose one request at a time.
                 cfg.batch_commands = 1;
                 let r = run_named_seeds(protocol, &cfg, seeds.clone(), threads)

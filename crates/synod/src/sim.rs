@@ -63,6 +63,9 @@ pub struct SimArgs {
     /// Bytes per command.
     #[arg(long, default_value_t = 64)]
     payload: usize,
+    /// Commands each client keeps outstanding (a pipelining session), delivered in order.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
     /// Most commands a replica hands its core in one batch (1: no batching).
     #[arg(long, default_value_t = 512)]
     batch: usize,
@@ -150,6 +153,10 @@ pub fn run(args: SimArgs) -> Result<i32> {
     cfg.workload.clients = args.clients;
     cfg.workload.think_us = args.think_us;
     cfg.workload.payload_bytes = args.payload;
+    if !(1..=1024).contains(&args.pipeline) {
+        bail!("--pipeline must be between 1 and 1024");
+    }
+    cfg.workload.pipeline = args.pipeline;
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
@@ -314,7 +321,7 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
         }
         let a = args;
         let rest = format!(
-            "--faults {} --groups {} --clients {} --think-us {} --payload {} --batch {} \
+            "--faults {} --groups {} --clients {} --think-us {} --payload {} --pipeline {} --batch {} \
              --window-ms {} --max-faults {} --max-fault-ms {} --stay-down {} --cost {} \
              --network {} --clock-skew-ms {} --clock-drift-ppm {} --torn-writes {} \
              --restart-check {}",
@@ -323,6 +330,7 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
             a.clients,
             a.think_us,
             a.payload,
+            a.pipeline,
             a.batch,
             a.window_ms,
             a.max_faults,

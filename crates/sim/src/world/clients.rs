@@ -1,7 +1,8 @@
 //! Closed-loop clients, and the submit queue of each replica.
 //!
-//! A client submits one command at a time to its replica and waits for its delivery there; it
-//! gives up after a timeout (or a refusal) and moves to another replica. Submitted commands
+//! A client is a session: it submits up to `pipeline` commands to its replica without waiting
+//! (one, by default) and waits for their delivery there; when the oldest times out, or one is
+//! refused, it gives up everything on that connection and moves to another replica. Submitted commands
 //! wait in the replica's queue until every event of the current instant has run, then go to
 //! the core as one batch, as the server's driver hands over whatever is waiting: clients whose
 //! commands were delivered together (one commit of a batch) come back together, so batches form
@@ -11,15 +12,21 @@ use super::{Ev, World};
 use crate::check::Checker;
 use hdrhistogram::Histogram;
 use rand_core::RngCore;
+use std::collections::VecDeque;
 use synod_core::{BatchLimits, Command, Input, Protocol};
 
 pub(super) struct Client {
     /// The group it works in.
     group: usize,
     node: usize,
-    outstanding: Option<(u64, u64)>,
+    /// Commands submitted and not yet answered, oldest first: (id, submitted at, tracked).
+    outstanding: VecDeque<(u64, u64, bool)>,
     attempt: u64,
-    tracked: bool,
+    /// The session's connection: it changes whenever the client moves to another replica
+    /// (its outstanding commands are then given up).
+    conn: u64,
+    /// Commands submitted on this connection (their order, for the client-order checker).
+    sent_on_conn: u64,
 }
 
 impl Client {
@@ -27,26 +34,37 @@ impl Client {
         Client {
             group,
             node,
-            outstanding: None,
+            outstanding: VecDeque::new(),
             attempt: 0,
-            tracked: false,
+            conn: 0,
+            sent_on_conn: 0,
         }
     }
 
     /// Waiting for a command submitted after the cluster settled.
     pub(super) fn waiting_tracked(&self) -> bool {
-        self.outstanding.is_some() && self.tracked
+        self.outstanding.iter().any(|&(_, _, t)| t)
     }
 }
 
 impl<P: Protocol> World<P> {
+    /// A client's turn: give up what timed out, then submit until `pipeline` commands are
+    /// outstanding, and arm the timeout of the oldest.
     pub(super) fn client_turn(&mut self, c: usize, attempt: u64) {
         if self.clients[c].attempt != attempt {
             return;
         }
-        if let Some((id, _)) = self.clients[c].outstanding.take() {
-            // Timed out: try another replica with a new command.
-            self.tracef(|| format!("client {c} gives up on command {id}"));
+        let timeout = self.cfg.workload.client_timeout_us;
+        if self.clients[c]
+            .outstanding
+            .front()
+            .is_some_and(|&(_, since, _)| self.now >= since + timeout)
+        {
+            // Timed out: the connection is given up with everything on it; try another
+            // replica with new commands.
+            let given_up: Vec<u64> = self.clients[c].outstanding.iter().map(|o| o.0).collect();
+            self.tracef(|| format!("client {c} gives up on commands {given_up:?}"));
+            self.drop_outstanding(c);
             self.retarget(c);
         }
         if self.now >= self.workload_end {
@@ -54,19 +72,21 @@ impl<P: Protocol> World<P> {
         }
         let w = &self.cfg.workload;
         let in_fault_phase = self.healed_at.is_none();
-        let tracked = self.stable_at.is_some() && self.tracked_sent < w.liveness_commands;
-        if !in_fault_phase && !tracked && self.stable_at.is_some() {
-            return; // the liveness workload is done
-        }
         if !in_fault_phase && self.stable_at.is_none() {
             // Wait for the cluster to settle after healing.
             let t = self.now + 10_000;
             self.at(t, Ev::Client { client: c, attempt });
             return;
         }
+        let pipeline = w.pipeline.max(1);
         let (node, g) = (self.clients[c].node, self.clients[c].group);
         let wr = self.cfg.workload.write_ratio;
-        if wr < 1.0 && !tracked && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= wr {
+        let tracked_phase = self.stable_at.is_some();
+        if wr < 1.0
+            && !tracked_phase
+            && self.clients[c].outstanding.is_empty()
+            && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= wr
+        {
             // A read: served from this replica's state, no broadcast.
             self.report.reads += 1;
             self.clients[c].attempt += 1;
@@ -75,18 +95,33 @@ impl<P: Protocol> World<P> {
             self.at(t, Ev::Client { client: c, attempt });
             return;
         }
+        while self.clients[c].outstanding.len() < pipeline {
+            let tracked = tracked_phase && self.tracked_sent < self.cfg.workload.liveness_commands;
+            if tracked_phase && !tracked {
+                break; // the liveness workload is done
+            }
+            if !self.submit(c, node, g, tracked) {
+                return; // refused at once: the client backs off
+            }
+        }
+        self.arm_timeout(c);
+    }
+
+    /// Submit one new command of client `c` at replica `node` of group `g`; false when the
+    /// replica is down (the client was sent elsewhere).
+    fn submit(&mut self, c: usize, node: usize, g: usize, tracked: bool) -> bool {
         let id = self.next_command;
         self.next_command += 1;
-        self.histories[g].submitted(id);
-        self.clients[c].outstanding = Some((id, self.now));
-        self.clients[c].tracked = tracked;
+        let cl = &mut self.clients[c];
+        cl.sent_on_conn += 1;
+        let session = (c as u64, cl.conn, cl.sent_on_conn);
+        self.histories[g].submitted_by(id, session);
+        self.clients[c]
+            .outstanding
+            .push_back((id, self.now, tracked));
         if tracked {
             self.tracked_sent += 1;
         }
-        self.clients[c].attempt += 1;
-        let attempt = self.clients[c].attempt;
-        let timeout = self.now + self.cfg.workload.client_timeout_us;
-        self.at(timeout, Ev::Client { client: c, attempt });
         let command = Command {
             id,
             payload: self.payload.clone(),
@@ -94,7 +129,7 @@ impl<P: Protocol> World<P> {
         self.report.submitted += 1;
         if !self.nodes[node].up {
             self.client_rejected(node, g, id);
-            return;
+            return false;
         }
         let m = &mut self.nodes[node].groups[g];
         m.submits.push_back(command);
@@ -111,6 +146,32 @@ impl<P: Protocol> World<P> {
                 },
             );
         }
+        true
+    }
+
+    /// (Re)arm the client's timeout: when its oldest outstanding command has waited too long.
+    fn arm_timeout(&mut self, c: usize) {
+        let Some(&(_, since, _)) = self.clients[c].outstanding.front() else {
+            return;
+        };
+        self.clients[c].attempt += 1;
+        let attempt = self.clients[c].attempt;
+        let at = (since + self.cfg.workload.client_timeout_us).max(self.now);
+        self.at(at, Ev::Client { client: c, attempt });
+    }
+
+    /// Forget every outstanding command of client `c` (its connection is gone): tracked ones
+    /// are answered by another command later.
+    fn drop_outstanding(&mut self, c: usize) {
+        let dropped = std::mem::take(&mut self.clients[c].outstanding);
+        for (_, _, tracked) in dropped {
+            if tracked {
+                self.tracked_sent -= 1;
+            }
+        }
+        let cl = &mut self.clients[c];
+        cl.conn += 1;
+        cl.sent_on_conn = 0;
     }
 
     /// Hand every command waiting at replica `i` to its core, in batches within the limits.
@@ -140,22 +201,20 @@ impl<P: Protocol> World<P> {
     /// The client waiting at replica `node` of group `g` for command `id`.
     fn client_waiting_for(&self, node: usize, g: usize, id: u64) -> Option<usize> {
         self.clients.iter().position(|c| {
-            c.node == node && c.group == g && c.outstanding.is_some_and(|(o, _)| o == id)
+            c.node == node && c.group == g && c.outstanding.iter().any(|&(o, _, _)| o == id)
         })
     }
 
+    /// A refusal of one of the client's commands: the replica cannot take its commands (no
+    /// leader, or too busy); it gives up everything on this connection and tries another
+    /// replica after a back-off.
     pub(super) fn client_rejected(&mut self, node: usize, g: usize, id: u64) {
         let Some(c) = self.client_waiting_for(node, g, id) else {
             return;
         };
-        let cl = &mut self.clients[c];
-        cl.outstanding = None;
-        if cl.tracked {
-            // A refusal is an answer; the client will submit another tracked command.
-            self.tracked_sent -= 1;
-        }
-        cl.attempt += 1;
-        let attempt = cl.attempt;
+        self.drop_outstanding(c);
+        self.clients[c].attempt += 1;
+        let attempt = self.clients[c].attempt;
         self.retarget(c);
         let backoff = self.now + self.cfg.workload.backoff_us;
         self.at(backoff, Ev::Client { client: c, attempt });
@@ -165,7 +224,13 @@ impl<P: Protocol> World<P> {
         let Some(c) = self.client_waiting_for(node, g, id) else {
             return;
         };
-        let (_, since) = self.clients[c].outstanding.take().expect("outstanding");
+        let cl = &mut self.clients[c];
+        let k = cl
+            .outstanding
+            .iter()
+            .position(|&(o, _, _)| o == id)
+            .expect("outstanding");
+        let (_, since, tracked) = cl.outstanding.remove(k).expect("outstanding");
         // ... and each reply one it sent.
         self.step_cost_ns += self.cfg.cost.send_ns(0);
         let lat = self.now - since;
@@ -178,7 +243,7 @@ impl<P: Protocol> World<P> {
             .or_insert_with(|| Histogram::new(3).expect("histogram"))
             .record(lat.max(1));
         self.report.completed += 1;
-        if self.clients[c].tracked {
+        if tracked {
             self.tracked_left = self.tracked_left.saturating_sub(1);
             if lat > self.cfg.liveness_bound_us {
                 let now = self.now;
@@ -189,10 +254,10 @@ impl<P: Protocol> World<P> {
                 );
             }
         }
+        // Think, then refill the pipeline (which re-arms the timeout of the oldest).
         self.clients[c].attempt += 1;
         let attempt = self.clients[c].attempt;
-        let think = self.cfg.workload.think_us;
-        let t = self.now + think;
+        let t = self.now + self.cfg.workload.think_us;
         self.at(t, Ev::Client { client: c, attempt });
     }
 }

@@ -125,7 +125,11 @@ impl<P: Protocol> World<P> {
 
     /// Cut the log of one of node `i`'s groups at a record that failed its checksum (drawn
     /// from `pick`): that record and every later one are gone, and the replica will know it
-    /// lost state.
+    /// lost state. The cut falls after the snapshot's position: in the write-ahead log the
+    /// snapshot's op follows the records it covers, so a cut below it would take the snapshot
+    /// (and, on a real disk, bring back an older one with the records retained behind it). With
+    /// nothing after the snapshot, the damaged block is the snapshot itself, and what is left
+    /// cannot be replayed without it: the group's state is gone, as after a wipe.
     fn corrupt_disk(&mut self, i: usize, pick: u64) -> String {
         let g = (pick as usize) % self.nodes[i].groups.len();
         let r = self.rng.next_u64() as usize;
@@ -133,14 +137,17 @@ impl<P: Protocol> World<P> {
         m.lost_copies.push(m.durable.clone());
         m.unrecovered = true;
         let d = &mut m.durable;
-        d.lost = true;
-        let keys: Vec<u64> = d.records.keys().copied().collect();
+        let covered = d
+            .snapshot
+            .as_ref()
+            .map_or(0, |s| <P::Record as synod_core::LogRecord>::key_of(s.at));
+        let keys: Vec<u64> = d.records.keys().copied().filter(|&k| k > covered).collect();
         if keys.is_empty() {
-            // Nothing in the log: the damaged block held the snapshot.
-            d.snapshot = None;
-            d.log_base = Default::default();
-            return format!("group {g}'s snapshot");
+            *d = Default::default();
+            d.lost = true;
+            return format!("group {g}'s snapshot, and with it its state");
         }
+        d.lost = true;
         let cut = keys[r % keys.len()];
         let dropped = d.records.split_off(&cut).len();
         format!("group {g}'s {dropped} records from key {cut} on")
