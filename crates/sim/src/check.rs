@@ -89,8 +89,9 @@ pub struct History {
     /// command id → slot.
     placed: HashMap<u64, u64>,
     submitted: HashSet<u64>,
-    /// command id → (client, connection, its place among the connection's submissions).
-    sessions: HashMap<u64, (u64, u64, u64)>,
+    /// command id → (client, connection, its place among the connection's submissions);
+    /// command ids are dense, so a vector indexed by id (place 0: no session).
+    sessions: Vec<(u64, u64, u64)>,
     /// (client, connection) → the place and slot of its last command ordered so far.
     session_last: HashMap<(u64, u64), (u64, u64)>,
     /// (node, incarnation) → last delivered slot.
@@ -139,16 +140,23 @@ impl History {
     /// A client submitted `id` as the `place`-th command on its `connection`.
     pub fn submitted_by(&mut self, id: u64, (client, connection, place): (u64, u64, u64)) {
         self.submitted.insert(id);
-        self.sessions.insert(id, (client, connection, place));
+        let i = id as usize;
+        if self.sessions.len() <= i {
+            self.sessions.resize(i + 1, (0, 0, 0));
+        }
+        self.sessions[i] = (client, connection, place);
     }
 
     /// The client-order check, at the first delivery of `id` at `slot`: no command the same
     /// connection submitted later was ordered before it (commands lost on the way may leave
     /// gaps; they may not be overtaken).
     fn ordered(&mut self, now: TimeUs, id: u64, slot: u64) {
-        let Some(&(client, conn, place)) = self.sessions.get(&id) else {
+        let Some(&(client, conn, place)) = self.sessions.get(id as usize) else {
             return;
         };
+        if place == 0 {
+            return;
+        }
         let last = self.session_last.entry((client, conn)).or_insert((0, 0));
         if place < last.0 {
             let (later, at) = *last;

@@ -334,13 +334,6 @@ pub struct Report {
 }
 
 impl Report {
-    pub(crate) fn count_in(&mut self, r: Role) {
-        *self.msgs_in.entry(r.name()).or_default() += 1;
-    }
-    pub(crate) fn count_out(&mut self, r: Role) {
-        *self.msgs_out.entry(r.name()).or_default() += 1;
-    }
-
     /// Messages received by replicas in role `r`.
     pub fn received_as(&self, r: Role) -> u64 {
         self.msgs_in.get(r.name()).copied().unwrap_or(0)

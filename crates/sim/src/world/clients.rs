@@ -119,6 +119,7 @@ impl<P: Protocol> World<P> {
         self.clients[c]
             .outstanding
             .push_back((id, self.now, tracked));
+        self.waiting.insert(id, c);
         if tracked {
             self.tracked_sent += 1;
         }
@@ -164,7 +165,8 @@ impl<P: Protocol> World<P> {
     /// are answered by another command later.
     fn drop_outstanding(&mut self, c: usize) {
         let dropped = std::mem::take(&mut self.clients[c].outstanding);
-        for (_, _, tracked) in dropped {
+        for (id, _, tracked) in dropped {
+            self.waiting.remove(&id);
             if tracked {
                 self.tracked_sent -= 1;
             }
@@ -200,9 +202,9 @@ impl<P: Protocol> World<P> {
 
     /// The client waiting at replica `node` of group `g` for command `id`.
     fn client_waiting_for(&self, node: usize, g: usize, id: u64) -> Option<usize> {
-        self.clients.iter().position(|c| {
-            c.node == node && c.group == g && c.outstanding.iter().any(|&(o, _, _)| o == id)
-        })
+        let &c = self.waiting.get(&id)?;
+        let cl = &self.clients[c];
+        (cl.node == node && cl.group == g).then_some(c)
     }
 
     /// A refusal of one of the client's commands: the replica cannot take its commands (no
@@ -231,16 +233,14 @@ impl<P: Protocol> World<P> {
             .position(|&(o, _, _)| o == id)
             .expect("outstanding");
         let (_, since, tracked) = cl.outstanding.remove(k).expect("outstanding");
+        self.waiting.remove(&id);
         // ... and each reply one it sent.
         self.step_cost_ns += self.cfg.cost.send_ns(0);
         let lat = self.now - since;
         let _ = self.latency.record(lat.max(1));
-        let role = self.nodes[node].groups[g].role.name();
-        let _ = self
-            .report
-            .latency_by_role
-            .entry(role)
-            .or_insert_with(|| Histogram::new(3).expect("histogram"))
+        let role = super::role_index(self.nodes[node].groups[g].role);
+        let _ = self.counts.latency[role]
+            .get_or_insert_with(|| Histogram::new(3).expect("histogram"))
             .record(lat.max(1));
         self.report.completed += 1;
         if tracked {

@@ -140,6 +140,68 @@ pub struct World<P: Protocol> {
     /// CPU time (ns) spent by the replica stepping now, under the cost model: its messages
     /// leave, and its next event starts, after it.
     step_cost_ns: u64,
+    /// Per-event counters by role (indexed by `role_index`), folded into the report by name
+    /// at the end: string-keyed maps cost too much per message.
+    counts: RoleCounts,
+    /// Outstanding command id → the client waiting for it (lookups only: no iteration, so
+    /// the hasher's randomness cannot reach the run).
+    waiting: std::collections::HashMap<u64, usize>,
+}
+
+/// Messages and latencies by role, kept in arrays while the run goes.
+#[derive(Default)]
+pub(super) struct RoleCounts {
+    pub(super) msgs_in: [u64; 4],
+    pub(super) msgs_out: [u64; 4],
+    /// (role, message kind, count): a handful of entries, found by pointer.
+    pub(super) in_kinds: Vec<(usize, &'static str, u64)>,
+    pub(super) latency: [Option<Histogram<u64>>; 4],
+}
+
+const ROLES: [synod_core::Role; 4] = [
+    synod_core::Role::Electing,
+    synod_core::Role::Following,
+    synod_core::Role::Leading,
+    synod_core::Role::Proposer,
+];
+
+pub(super) fn role_index(r: synod_core::Role) -> usize {
+    ROLES
+        .iter()
+        .position(|&x| x == r)
+        .expect("every role is listed")
+}
+
+impl RoleCounts {
+    pub(super) fn kind_in(&mut self, role: usize, kind: &'static str) {
+        match self
+            .in_kinds
+            .iter_mut()
+            .find(|(r, k, _)| *r == role && std::ptr::eq(*k, kind))
+        {
+            Some(e) => e.2 += 1,
+            None => self.in_kinds.push((role, kind, 1)),
+        }
+    }
+
+    fn fold_into(self, report: &mut Report) {
+        for (i, role) in ROLES.iter().enumerate() {
+            if self.msgs_in[i] > 0 {
+                *report.msgs_in.entry(role.name()).or_default() += self.msgs_in[i];
+            }
+            if self.msgs_out[i] > 0 {
+                *report.msgs_out.entry(role.name()).or_default() += self.msgs_out[i];
+            }
+        }
+        for (r, k, n) in self.in_kinds {
+            *report.in_kinds.entry((ROLES[r].name(), k)).or_default() += n;
+        }
+        for (i, h) in self.latency.into_iter().enumerate() {
+            if let Some(h) = h {
+                report.latency_by_role.insert(ROLES[i].name(), h);
+            }
+        }
+    }
 }
 
 const MAX_EVENTS: u64 = 50_000_000;
@@ -217,6 +279,8 @@ impl<P: Protocol> World<P> {
             latency: Histogram::new(3).expect("histogram"),
             events: 0,
             step_cost_ns: 0,
+            counts: RoleCounts::default(),
+            waiting: Default::default(),
             cfg,
         }
     }
@@ -322,6 +386,7 @@ impl<P: Protocol> World<P> {
                 self.report.violations.push(v);
             }
         }
+        std::mem::take(&mut self.counts).fold_into(&mut self.report);
         self.report.runs = 1;
         self.report.virtual_us = self.now;
         self.report.committed = self.histories.iter().map(|h| h.max_slot()).sum();
@@ -437,13 +502,9 @@ impl<P: Protocol> World<P> {
                 {
                     return;
                 }
-                let role = self.nodes[to].groups[group].role;
-                self.report.count_in(role);
-                *self
-                    .report
-                    .in_kinds
-                    .entry((role.name(), msg.kind()))
-                    .or_default() += 1;
+                let role = role_index(self.nodes[to].groups[group].role);
+                self.counts.msgs_in[role] += 1;
+                self.counts.kind_in(role, msg.kind());
                 let from_id = self.nodes[from].id;
                 self.step_cost_ns += self.cfg.cost.receive_ns(msg.wire_size());
                 if self.trace.is_some() {

@@ -23,16 +23,16 @@ pub(super) struct Link {
 
 impl<P: Protocol> World<P> {
     pub(super) fn transmit(&mut self, from: usize, group: usize, env: Envelope<P::Message>) {
-        let role = self.nodes[from].groups[group].role;
+        let role = super::role_index(self.nodes[from].groups[group].role);
         match env.to {
             Dest::One(to) => {
-                self.report.count_out(role);
+                self.counts.msgs_out[role] += 1;
                 self.send_one(from, to as usize - 1, group, env.msg);
             }
             Dest::All => {
                 for to in 0..self.nodes.len() {
                     if to != from {
-                        self.report.count_out(role);
+                        self.counts.msgs_out[role] += 1;
                         self.send_one(from, to, group, env.msg.clone());
                     }
                 }
