@@ -89,6 +89,13 @@ fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<ZabOptions> {
     let s = spec(name).expect("checked");
     let variant = s.options.variant;
     let mut c = cfg.with_options(s.options);
+    // `batch_commands` bounds batching end to end: at 1 the leader, too, proposes one
+    // command at a time, pipelined without a window (the thesis's protocols), not only the
+    // driver.
+    if cfg.batch_commands <= 1 {
+        c.options.max_batch = 1;
+        c.options.window = usize::MAX;
+    }
     if s.restricted {
         c.faults.0.retain(|k| {
             matches!(

@@ -2,13 +2,12 @@
 //! survives those within its assumptions, and the checkers catch the loss that the faults
 //! beyond them cause (docs/simulator.md lists each fault with the assumption it encodes).
 
+mod common;
+
+use common::{assert_clean, fired, threads};
 use synod_protocols::{run_named_one, run_named_seeds};
 use synod_sim::faults::Scripted;
 use synod_sim::{Checker, CostModel, FaultKind, FaultSet, NetModel, Report, SimConfig, Wan};
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
 
 fn only(kinds: &str) -> SimConfig<()> {
     let mut cfg = SimConfig::new(3, 0, ());
@@ -21,25 +20,8 @@ fn sweep(cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
     run_named_seeds("zab", cfg, seeds, threads()).unwrap()
 }
 
-fn assert_clean(r: &Report) {
-    assert!(
-        r.failures.is_empty(),
-        "{} violations, first: seed {} {}",
-        r.failures.len(),
-        r.failures[0].0,
-        r.failures[0].1
-    );
-}
-
 fn count(r: &Report, what: &str) -> u64 {
     r.faults.get(what).copied().unwrap_or(0)
-}
-
-fn fired(r: &Report) -> Vec<Checker> {
-    let mut c: Vec<Checker> = r.failures.iter().map(|(_, v)| v.checker.clone()).collect();
-    c.sort();
-    c.dedup();
-    c
 }
 
 fn script(kind: FaultKind, start_ms: u64, end_ms: u64, targets: Vec<usize>) -> Scripted {

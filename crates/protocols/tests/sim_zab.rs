@@ -1,12 +1,11 @@
 //! Zab in the simulator: every checker over hundreds of seeds with every fault kind, and proof
 //! that the checkers catch deliberately broken protocols.
 
+mod common;
+
+use common::{assert_clean, fired, threads};
 use synod_protocols::{run_named_one, run_named_seeds};
 use synod_sim::{Checker, FaultSet, Report, SimConfig};
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
 
 fn config(nodes: usize) -> SimConfig<()> {
     let mut cfg = SimConfig::new(nodes, 0, ());
@@ -18,23 +17,6 @@ fn config(nodes: usize) -> SimConfig<()> {
 
 fn sweep(name: &str, cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
     run_named_seeds(name, cfg, seeds, threads()).expect("known protocol")
-}
-
-fn assert_clean(r: &Report) {
-    assert!(
-        r.failures.is_empty(),
-        "{} violations, first: seed {} {}",
-        r.failures.len(),
-        r.failures[0].0,
-        r.failures[0].1
-    );
-}
-
-fn checkers_fired(r: &Report) -> Vec<Checker> {
-    let mut c: Vec<Checker> = r.failures.iter().map(|(_, v)| v.checker.clone()).collect();
-    c.sort();
-    c.dedup();
-    c
 }
 
 #[test]
@@ -153,7 +135,7 @@ fn same_seed_same_run() {
 #[test]
 fn crash_tolerance_catches_commit_on_own_ack() {
     let r = sweep("zab-bug-commit-own-ack", &config(3), 0..20);
-    assert!(checkers_fired(&r).contains(&Checker::CrashTolerance));
+    assert!(fired(&r).contains(&Checker::CrashTolerance));
 }
 
 #[test]
@@ -162,7 +144,7 @@ fn agreement_or_durability_catch_commit_on_own_ack_without_the_direct_check() {
     cfg.faults = "crash,partition".parse().unwrap();
     cfg.disabled = vec![Checker::CrashTolerance];
     let r = sweep("zab-bug-commit-own-ack", &cfg, 0..100);
-    let fired = checkers_fired(&r);
+    let fired = fired(&r);
     assert!(
         fired.contains(&Checker::Agreement) || fired.contains(&Checker::Durability),
         "{fired:?}"
@@ -172,13 +154,13 @@ fn agreement_or_durability_catch_commit_on_own_ack_without_the_direct_check() {
 #[test]
 fn crash_tolerance_catches_ack_before_durable() {
     let r = sweep("zab-bug-ack-before-durable", &config(3), 0..20);
-    assert!(checkers_fired(&r).contains(&Checker::CrashTolerance));
+    assert!(fired(&r).contains(&Checker::CrashTolerance));
 }
 
 #[test]
 fn agreement_and_durability_catch_a_leader_without_the_committed_history() {
     let r = sweep("zab-bug-elect-anyone", &config(3), 0..200);
-    let fired = checkers_fired(&r);
+    let fired = fired(&r);
     assert!(fired.contains(&Checker::Agreement), "{fired:?}");
     assert!(fired.contains(&Checker::Durability), "{fired:?}");
 }
@@ -188,7 +170,7 @@ fn integrity_catches_a_command_delivered_twice() {
     let mut cfg = config(3);
     cfg.faults = FaultSet::none();
     let r = sweep("zab-bug-forward-twice", &cfg, 0..5);
-    assert_eq!(checkers_fired(&r), vec![Checker::Integrity]);
+    assert_eq!(fired(&r), vec![Checker::Integrity]);
 }
 
 #[test]
@@ -196,7 +178,7 @@ fn liveness_fires_when_the_bound_cannot_be_met() {
     let mut cfg = config(3);
     cfg.liveness_bound_us = 1;
     let r = sweep("zab", &cfg, 0..5);
-    assert_eq!(checkers_fired(&r), vec![Checker::Liveness]);
+    assert_eq!(fired(&r), vec![Checker::Liveness]);
 }
 
 #[test]
@@ -204,7 +186,7 @@ fn liveness_fires_when_a_quorum_never_comes_back() {
     let mut cfg = config(3);
     cfg.stay_down = 2;
     let r = sweep("zab", &cfg, 0..3);
-    assert_eq!(checkers_fired(&r), vec![Checker::Liveness]);
+    assert_eq!(fired(&r), vec![Checker::Liveness]);
 }
 
 #[test]
@@ -296,7 +278,7 @@ fn restricted_variants_fail_when_their_assumptions_are_broken() {
     cfg.workload.clients = 32;
     cfg.workload.think_us = 0;
     let broken = sweep("zab-ac-unrestricted", &cfg, 0..20);
-    let fired = checkers_fired(&broken);
+    let fired = fired(&broken);
     assert!(
         fired.contains(&Checker::Agreement) || fired.contains(&Checker::Durability),
         "ZabAc without A1.1/A1.2 loses a delivered proposal: {fired:?}"

@@ -167,10 +167,13 @@ fn render(rows: &[Row], seeds: std::ops::Range<u64>, quick: bool) -> String {
          message step through a JGroups stack whose per-message cost made the commit delay d \
          1–80 ms (its Tables F.1–F.21); our network model charges propagation and bandwidth \
          but no per-message processing, so a saved hop is worth a few hundred microseconds \
-         out of a latency dominated by queueing at the leader's 100 Mbit/s link under 250 \
-         closed-loop clients. For the same reason `zab-ct`'s adaptive coin finds ZabCT \
-         infeasible here (d·λ below W(P₂)) and runs Zab, which is the algorithm's intended \
-         outcome (the thesis's tables show p = 1 for such rows).\n"
+         out of a latency dominated by queueing at the leader's 100 Mbit/s network interface \
+         (one per node since issue 12: the leader's N − 1 proposals of each write share it, \
+         which halves the throughput of the runs made before, when bandwidth was per link) \
+         under 250 closed-loop clients. Where `zab-ct`'s adaptive coin finds ZabCT infeasible \
+         (d·λ below W(P₂)) it runs Zab, the algorithm's intended outcome (the thesis's tables \
+         show p = 1 for such rows); the column says which. These runs charge no CPU per \
+         message; `synod sim --cost` adds it.\n"
     );
     let sizes: Vec<usize> = {
         let mut v: Vec<usize> = rows.iter().map(|r| r.n).collect();
