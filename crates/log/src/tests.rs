@@ -60,6 +60,15 @@ fn write(wal: &mut Wal, group: u32, ops: Vec<Op>) {
     wal.write_batch(&ops).unwrap();
 }
 
+/// The op a core issues after snapshotting at `at`, keeping the log through `through`.
+fn compact(at: u64, through: u64) -> Op {
+    StorageOp::Snapshot {
+        snapshot: snap(at),
+        drop_through: entry(through).point().position(),
+        replace_log: false,
+    }
+}
+
 fn open(o: &WalOptions) -> (Wal, Recovery) {
     Wal::open(o.clone()).unwrap()
 }
@@ -206,15 +215,7 @@ fn snapshots_free_whole_segments_and_the_state_survives_restart() {
         }
         let before = (wal.log_bytes(), wal.segments());
         assert!(before.1 >= 8, "{before:?}");
-        write(
-            &mut wal,
-            0,
-            vec![StorageOp::Snapshot {
-                snapshot: snap(80),
-                drop_through: entry(70).point().position(),
-                replace_log: false,
-            }],
-        );
+        write(&mut wal, 0, vec![compact(80, 70)]);
         // Every segment holding only entries up to 70 is gone; nothing was rewritten.
         assert!(
             wal.segments() <= 5 && wal.log_bytes() < before.0 / 2,
@@ -250,30 +251,14 @@ fn a_segment_stays_while_any_group_still_needs_it() {
         write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
     }
     let first = list_segments(dir.path()).unwrap()[0].0;
-    write(
-        &mut wal,
-        0,
-        vec![StorageOp::Snapshot {
-            snapshot: snap(60),
-            drop_through: entry(60).point().position(),
-            replace_log: false,
-        }],
-    );
+    write(&mut wal, 0, vec![compact(60, 60)]);
     wal.settle();
     assert_eq!(
         list_segments(dir.path()).unwrap()[0].0,
         first,
         "group 1's entry pins the first segment"
     );
-    write(
-        &mut wal,
-        1,
-        vec![StorageOp::Snapshot {
-            snapshot: snap(3),
-            drop_through: entry(3).point().position(),
-            replace_log: false,
-        }],
-    );
+    write(&mut wal, 1, vec![compact(3, 3)]);
     wal.settle();
     assert!(list_segments(dir.path()).unwrap()[0].0 > first);
     assert_eq!(wal.segments(), 1);
@@ -305,15 +290,7 @@ fn a_light_group_never_pins_the_log() {
             write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
         }
         let at = round * 100 + 100;
-        write(
-            &mut wal,
-            0,
-            vec![StorageOp::Snapshot {
-                snapshot: snap(at),
-                drop_through: entry(at - 5).point().position(),
-                replace_log: false,
-            }],
-        );
+        write(&mut wal, 0, vec![compact(at, at - 5)]);
         wal.settle();
         assert!(
             wal.segments() <= 3,
@@ -343,15 +320,7 @@ fn a_segment_torn_while_it_was_started_loses_nothing() {
     {
         let (mut wal, _) = open(&o);
         write(&mut wal, 0, vec![StorageOp::SetHard(hard(7))]);
-        write(
-            &mut wal,
-            1,
-            vec![StorageOp::Snapshot {
-                snapshot: snap(5),
-                drop_through: entry(5).point().position(),
-                replace_log: false,
-            }],
-        );
+        write(&mut wal, 1, vec![compact(5, 5)]);
     }
     // The next segment got its header and nothing else before the crash.
     let last = list_segments(dir.path()).unwrap().last().unwrap().0;
@@ -364,15 +333,7 @@ fn a_segment_torn_while_it_was_started_loses_nothing() {
         for s in 1..=60 {
             write(&mut wal, 0, vec![StorageOp::Append(vec![entry(s)])]);
         }
-        write(
-            &mut wal,
-            0,
-            vec![StorageOp::Snapshot {
-                snapshot: snap(60),
-                drop_through: entry(60).point().position(),
-                replace_log: false,
-            }],
-        );
+        write(&mut wal, 0, vec![compact(60, 60)]);
         wal.settle();
     }
     let (_, mut rec) = open(&o);
@@ -421,15 +382,7 @@ fn only_the_latest_snapshot_file_of_a_group_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (mut wal, _) = open(&opts(dir.path()));
     for (group, slot) in [(0, 5), (1, 5), (0, 9)] {
-        write(
-            &mut wal,
-            group,
-            vec![StorageOp::Snapshot {
-                snapshot: snap(slot),
-                drop_through: entry(slot).point().position(),
-                replace_log: false,
-            }],
-        );
+        write(&mut wal, group, vec![compact(slot, slot)]);
     }
     wal.settle();
     let exists = |g, s| dir.path().join(snapshot_name(g, s)).exists();

@@ -89,11 +89,11 @@ fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<ZabOptions> {
     let s = spec(name).expect("checked");
     let variant = s.options.variant;
     let mut c = cfg.with_options(s.options);
-    // `batch_commands` bounds batching end to end: at 1 the leader, too, proposes one
-    // command at a time, pipelined without a window (the thesis's protocols), not only the
-    // driver.
-    if cfg.batch_commands <= 1 {
-        c.options.max_batch = 1;
+    // `batch_commands` bounds batching end to end, in the leader too, not only the driver.
+    // At 1 the leader proposes one command at a time, pipelined without a window of batches
+    // (the thesis's protocols).
+    c.options.max_batch = c.options.max_batch.min(cfg.batch_commands.max(1));
+    if c.options.max_batch == 1 {
         c.options.window = usize::MAX;
     }
     if s.restricted {

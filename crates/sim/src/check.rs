@@ -14,7 +14,7 @@
 //! | liveness | after the last fault heals, the cluster settles and serves within a bound |
 //! | snapshot | a restored snapshot equals the global history prefix it claims |
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use synod_core::{NodeId, TimeUs};
 
@@ -88,10 +88,9 @@ pub struct History {
     slots: Vec<(u64, u64)>,
     /// command id → slot.
     placed: HashMap<u64, u64>,
-    submitted: HashSet<u64>,
-    /// command id → (client, connection, its place among the connection's submissions);
-    /// command ids are dense, so a vector indexed by id (place 0: no session).
-    sessions: Vec<(u64, u64, u64)>,
+    /// command id → submitted, with (client, connection, its place among the connection's
+    /// submissions); ids are dense, so a vector indexed by id. Place 0: outside any session.
+    sessions: Vec<Option<(u64, u64, u64)>>,
     /// (client, connection) → the place and slot of its last command ordered so far.
     session_last: HashMap<(u64, u64), (u64, u64)>,
     /// (node, incarnation) → last delivered slot.
@@ -133,25 +132,25 @@ impl History {
             .map(|&(_, id)| id)
     }
 
+    /// `id` was submitted (outside any session: no client order to check).
     pub fn submitted(&mut self, id: u64) {
-        self.submitted.insert(id);
+        self.submitted_by(id, (0, 0, 0));
     }
 
     /// A client submitted `id` as the `place`-th command on its `connection`.
     pub fn submitted_by(&mut self, id: u64, (client, connection, place): (u64, u64, u64)) {
-        self.submitted.insert(id);
         let i = id as usize;
         if self.sessions.len() <= i {
-            self.sessions.resize(i + 1, (0, 0, 0));
+            self.sessions.resize(i + 1, None);
         }
-        self.sessions[i] = (client, connection, place);
+        self.sessions[i] = Some((client, connection, place));
     }
 
     /// The client-order check, at the first delivery of `id` at `slot`: no command the same
     /// connection submitted later was ordered before it (commands lost on the way may leave
     /// gaps; they may not be overtaken).
     fn ordered(&mut self, now: TimeUs, id: u64, slot: u64) {
-        let Some(&(client, conn, place)) = self.sessions.get(id as usize) else {
+        let Some(&Some((client, conn, place))) = self.sessions.get(id as usize) else {
             return;
         };
         if place == 0 {
@@ -203,7 +202,7 @@ impl History {
         } else {
             *cur = slot;
         }
-        if !self.submitted.contains(&id) {
+        if !self.sessions.get(id as usize).is_some_and(Option::is_some) {
             self.violate(
                 Checker::Integrity,
                 now,

@@ -177,7 +177,11 @@ pub struct Schedule {
     pub faults: Vec<Fault>,
 }
 
-fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
+/// Uniform in [lo, hi] (lo when the range is empty).
+pub(crate) fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        return lo;
+    }
     lo + rng.next_u64() % (hi - lo + 1)
 }
 

@@ -27,14 +27,14 @@ mod replicas;
 mod restart;
 
 use crate::check::{Checker, History};
-use crate::faults::{FaultKind, Schedule};
+use crate::faults::{between, FaultKind, Schedule};
 use crate::{Report, SimConfig};
 use bytes::Bytes;
 use clients::Client;
 use hdrhistogram::Histogram;
 use net::Link;
 use node::{Clock, Node};
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -165,11 +165,15 @@ const ROLES: [synod_core::Role; 4] = [
     synod_core::Role::Proposer,
 ];
 
+/// The position of `r` in [`ROLES`].
 pub(super) fn role_index(r: synod_core::Role) -> usize {
-    ROLES
-        .iter()
-        .position(|&x| x == r)
-        .expect("every role is listed")
+    use synod_core::Role;
+    match r {
+        Role::Electing => 0,
+        Role::Following => 1,
+        Role::Leading => 2,
+        Role::Proposer => 3,
+    }
 }
 
 impl RoleCounts {
@@ -208,13 +212,6 @@ const MAX_EVENTS: u64 = 50_000_000;
 const OUTBOX_LIMIT: usize = 1_000_000;
 /// How often the settling of the cluster is checked after the faults heal.
 const MONITOR_US: TimeUs = 5_000;
-
-fn between(rng: &mut impl RngCore, lo: u64, hi: u64) -> u64 {
-    if hi <= lo {
-        return lo;
-    }
-    lo + rng.next_u64() % (hi - lo + 1)
-}
 
 fn mix(a: u64, b: u64) -> u64 {
     // splitmix64 of a combination: independent seeds per node incarnation.
@@ -295,10 +292,7 @@ impl<P: Protocol> World<P> {
     }
 
     fn rand_between(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            return lo;
-        }
-        lo + self.rng.next_u64() % (hi - lo + 1)
+        between(&mut self.rng, lo, hi)
     }
 
     fn tracef(&mut self, f: impl FnOnce() -> String) {
@@ -339,21 +333,12 @@ impl<P: Protocol> World<P> {
         self.workload_end = heal_at + 3 * phase;
         let deadline = self.workload_end + phase;
 
+        let until = match self.cfg.run_for_us {
+            Some(t) => deadline.min(t.saturating_sub(1)),
+            None => deadline,
+        };
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            while let Some(s) = self.queue.pop() {
-                self.now = s.at;
-                self.events += 1;
-                if self.now > deadline
-                    || self.events > MAX_EVENTS
-                    || self.cfg.run_for_us.is_some_and(|t| self.now >= t)
-                {
-                    break;
-                }
-                self.handle(s.ev);
-                if self.finished() {
-                    break;
-                }
-            }
+            self.drive(until, Self::finished);
         }));
         let survived = self.survived(result);
         if survived && self.cfg.run_for_us.is_none() {
@@ -398,6 +383,22 @@ impl<P: Protocol> World<P> {
             }
         }
         (self.report, self.trace)
+    }
+
+    /// Run events in time order until `done` holds after one, the next is later than `until`
+    /// (the clock still moves to it), the queue is empty, or the event budget is spent.
+    pub(super) fn drive(&mut self, until: TimeUs, done: impl Fn(&Self) -> bool) {
+        while let Some(s) = self.queue.pop() {
+            self.now = s.at;
+            self.events += 1;
+            if self.now > until || self.events > MAX_EVENTS {
+                break;
+            }
+            self.handle(s.ev);
+            if done(self) {
+                break;
+            }
+        }
     }
 
     /// Record a panic of the run (a failed assertion in a core is a found bug); true when
@@ -506,7 +507,9 @@ impl<P: Protocol> World<P> {
                 self.counts.msgs_in[role] += 1;
                 self.counts.kind_in(role, msg.kind());
                 let from_id = self.nodes[from].id;
-                self.step_cost_ns += self.cfg.cost.receive_ns(msg.wire_size());
+                if !self.cfg.cost.is_free() {
+                    self.step_cost_ns += self.cfg.cost.receive_ns(msg.wire_size());
+                }
                 if self.trace.is_some() {
                     let to_id = self.nodes[to].id;
                     self.tracef(|| format!("n{from_id} -> n{to_id} g{group} {msg:?}"));

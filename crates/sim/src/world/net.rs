@@ -44,7 +44,9 @@ impl<P: Protocol> World<P> {
         let n = self.nodes.len();
         let size = msg.wire_size() as u64;
         // The CPU cost of sending: the message leaves once the step has spent it.
-        self.step_cost_ns += self.cfg.cost.send_ns(size as usize);
+        if !self.cfg.cost.is_free() {
+            self.step_cost_ns += self.cfg.cost.send_ns(size as usize);
+        }
         let ready = self.now + self.step_cost_ns.div_ceil(1_000);
         let slow = self.nodes[from].slow_net.max(self.nodes[to].slow_net) as u64;
         if self.links[from * n + to].blocked > 0 {

@@ -4,7 +4,7 @@
 //! the end-of-run durability check, this one holds whether or not a majority was up at the end,
 //! and it is what catches a disk that lost acknowledged writes.
 
-use super::{Ev, World};
+use super::World;
 use synod_core::Protocol;
 
 impl<P: Protocol> World<P> {
@@ -18,14 +18,9 @@ impl<P: Protocol> World<P> {
         for i in 0..self.nodes.len() {
             self.crash_node(i);
         }
+        // Every connection died with its node (`crash_node`), and nothing is in flight.
         for link in &mut self.links {
             link.blocked = 0;
-        }
-        let n = self.nodes.len();
-        for a in 0..n {
-            for b in 0..n {
-                self.break_link(a, b);
-            }
         }
         for n in &mut self.nodes {
             n.stays_down = false;
@@ -48,19 +43,8 @@ impl<P: Protocol> World<P> {
                     .all(|(m, &e)| m.machine.ids.len() as u64 >= e)
             })
         };
-        while !recovered(self) {
-            let Some(s) = self.queue.pop() else {
-                break;
-            };
-            if s.at > deadline {
-                break;
-            }
-            self.now = s.at;
-            self.events += 1;
-            if matches!(s.ev, Ev::Client { .. }) {
-                continue;
-            }
-            self.handle(s.ev);
+        if !recovered(self) {
+            self.drive(deadline, recovered);
         }
         let now = self.now;
         for i in 0..self.nodes.len() {
