@@ -66,6 +66,71 @@ pub struct Config {
     pub zab: ZabTuning,
     #[serde(default)]
     pub zookeeper: ZkTuning,
+    /// Delay and bandwidth emulated on every peer link (benchmarks on one machine); off by
+    /// default.
+    #[serde(default)]
+    pub link_emulation: LinkEmulationConfig,
+}
+
+/// `[link_emulation]`: what every message this node sends to a peer goes through, as on a
+/// slower network (crates/server/src/transport/link.rs). All zero (the default) is off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinkEmulationConfig {
+    /// One-way delay added to every peer message, in milliseconds (fractions allowed; the
+    /// transport's timer has millisecond resolution and rounds up).
+    pub delay_ms: f64,
+    /// Extra delay, uniform in [0, jitter_ms], per message; a link never reorders.
+    pub jitter_ms: f64,
+    /// This node's outgoing bandwidth in Mbit/s (10^6 bits), shared by all its peer links, as
+    /// one network interface; 0 is unlimited.
+    pub bandwidth_mbit: f64,
+}
+
+/// Largest emulated delay or jitter: beyond this a cluster could not keep a leader anyway.
+const LINK_DELAY_MS_MAX: f64 = 10_000.0;
+/// Emulated bandwidth bounds, in Mbit/s: 1 kbit/s to 1 Tbit/s.
+const LINK_MBIT_MIN: f64 = 0.001;
+const LINK_MBIT_MAX: f64 = 1_000_000.0;
+
+impl LinkEmulationConfig {
+    /// The transport's form.
+    pub fn emulation(&self) -> crate::transport::LinkEmulation {
+        let ms = |v: f64| std::time::Duration::from_secs_f64(v / 1_000.0);
+        crate::transport::LinkEmulation {
+            delay: ms(self.delay_ms),
+            jitter: ms(self.jitter_ms),
+            bits_per_s: (self.bandwidth_mbit * 1e6).round() as u64,
+        }
+    }
+
+    fn validate(&self, zab: &ZabTuning) -> Result<()> {
+        for (key, v) in [("delay_ms", self.delay_ms), ("jitter_ms", self.jitter_ms)] {
+            if !v.is_finite() || !(0.0..=LINK_DELAY_MS_MAX).contains(&v) {
+                bail!("config key link_emulation.{key}: {v} is outside 0..={LINK_DELAY_MS_MAX}");
+            }
+        }
+        let mbit = self.bandwidth_mbit;
+        if !mbit.is_finite() || (mbit != 0.0 && !(LINK_MBIT_MIN..=LINK_MBIT_MAX).contains(&mbit)) {
+            bail!(
+                "config key link_emulation.bandwidth_mbit: {mbit} is neither 0 (unlimited) nor \
+                 within {LINK_MBIT_MIN}..={LINK_MBIT_MAX}"
+            );
+        }
+        // A heartbeat and its answer must come back well within the failure detector's
+        // timeouts, or the cluster elects forever.
+        let round_trip_ms = 2.0 * (self.delay_ms + self.jitter_ms);
+        let timeout_ms = zab.follower_timeout_ms.min(zab.leader_timeout_ms) as f64;
+        if round_trip_ms >= timeout_ms / 2.0 {
+            bail!(
+                "config key link_emulation.delay_ms: a round trip of 2 × (delay_ms + jitter_ms) \
+                 = {round_trip_ms} ms must be under half of zab.follower_timeout_ms and \
+                 zab.leader_timeout_ms ({timeout_ms} ms); raise those timeouts (and \
+                 zab.discovery_timeout_ms) for large delays"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// One `[[groups]]` entry.
@@ -367,6 +432,7 @@ impl Config {
         if self.batch.max_commands as u64 > self.zab.max_inflight {
             bail!("config key batch.max_commands: must not exceed zab.max_inflight");
         }
+        self.link_emulation.validate(&self.zab)?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, g) in self.groups.iter().enumerate() {
             let key = format!("groups[{i}]");
@@ -571,5 +637,46 @@ mod tests {
         assert!(e.contains("batch.max_commands"), "{e}");
         let e = Config::load(None, &[]).unwrap_err().to_string();
         assert!(e.contains("cluster_id"), "{e}");
+    }
+
+    #[test]
+    fn link_emulation_is_off_by_default_and_checked() {
+        let c = load(&[]).unwrap();
+        assert_eq!(c.link_emulation, LinkEmulationConfig::default());
+        assert!(!c.link_emulation.emulation().is_on());
+        let c = load(&[
+            "link_emulation.delay_ms=2",
+            "link_emulation.jitter_ms=0.5",
+            "link_emulation.bandwidth_mbit=100",
+        ])
+        .unwrap();
+        let e = c.link_emulation.emulation();
+        assert_eq!(e.delay, std::time::Duration::from_millis(2));
+        assert_eq!(e.jitter, std::time::Duration::from_micros(500));
+        assert_eq!(e.bits_per_s, 100_000_000);
+        for bad in [
+            "link_emulation.delay_ms=-1",
+            "link_emulation.delay_ms=nan",
+            "link_emulation.jitter_ms=1e9",
+            "link_emulation.bandwidth_mbit=-5",
+            "link_emulation.bandwidth_mbit=inf",
+            "link_emulation.bandwidth_mbit=1e12",
+            // A round trip of 600 ms against the default 1 s timeouts.
+            "link_emulation.delay_ms=300",
+        ] {
+            let e = load(&[bad]).unwrap_err().to_string();
+            assert!(e.contains("link_emulation."), "{bad}: {e}");
+        }
+        let e = load(&["link_emulation.latency_ms=3"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("latency_ms"), "{e}");
+        // Larger delays are fine with larger timeouts.
+        load(&[
+            "link_emulation.delay_ms=300",
+            "zab.follower_timeout_ms=5000",
+            "zab.leader_timeout_ms=5000",
+        ])
+        .unwrap();
     }
 }

@@ -19,10 +19,16 @@
 //! it fill is too slow or dead: its queue is dropped, its connection reset, and the driver told,
 //! so a slow follower cannot make the leader run out of memory. Queued messages are written in
 //! batches (one `write` for many small messages) with TCP_NODELAY.
+//!
+//! Optionally (`[link_emulation]`, off by default) every outgoing message is delayed and paced
+//! as on a slower network: see [`link`].
 
 mod frame;
+pub mod link;
 
 use bytes::{Bytes, BytesMut};
+pub use link::{LinkEmulation, Nic};
+
 use frame::{
     decode_hello, decode_reply, encode_hello, encode_message, read_frame, reply, split_group,
     FrameError, Hello, HELLO_MAX_FRAME, K_CHUNK, K_HELLO, K_LAST, K_REPLY, K_SUBMIT,
@@ -100,6 +106,8 @@ pub struct TransportConfig {
     pub peer_queue: usize,
     /// Inbound connections in their hello at once; more are closed at once.
     pub max_handshakes: usize,
+    /// Delay and bandwidth emulated on every outgoing link (off by default).
+    pub link: LinkEmulation,
 }
 
 impl TransportConfig {
@@ -202,6 +210,17 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
     stats: Arc<TransportStats>,
 ) -> BTreeMap<NodeId, PeerSender> {
     let mut senders = BTreeMap::new();
+    // One emulated network interface for everything this node sends (used only when
+    // `cfg.link` is on).
+    let nic = Arc::new(Nic::new(&cfg.link));
+    if cfg.link.is_on() {
+        info!(
+            delay = ?cfg.link.delay,
+            jitter = ?cfg.link.jitter,
+            bits_per_s = cfg.link.bits_per_s,
+            "emulating peer links: every message to a peer is delayed and paced (link_emulation)"
+        );
+    }
     for (&peer, &addr) in &cfg.members {
         if peer == cfg.me {
             continue;
@@ -218,6 +237,7 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
             depth.clone(),
             events.clone(),
             stats.clone(),
+            nic.clone(),
         ));
         senders.insert(peer, PeerSender { tx, reset, depth });
     }
@@ -242,6 +262,7 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
     depth: Arc<AtomicU64>,
     events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
+    nic: Arc<Nic>,
 ) {
     let mut backoff = Duration::from_millis(20);
     let hello = my_hello(&cfg);
@@ -261,7 +282,12 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
                 backoff = Duration::from_millis(20);
                 debug!(peer, %addr, "connected to peer");
                 reset.store(false, Ordering::Relaxed);
-                let why = pump(&cfg, peer, &mut stream, &mut rx, &reset, &depth, &stats).await;
+                let why = if cfg.link.is_on() {
+                    let (s, r) = (&mut stream, &mut rx);
+                    link::pump(&cfg, &nic, peer, s, r, &reset, &depth, &stats).await
+                } else {
+                    pump(&cfg, peer, &mut stream, &mut rx, &reset, &depth, &stats).await
+                };
                 match why {
                     Pump::Closed => return, // the host is gone: shutting down
                     Pump::Failed(e) => debug!(peer, "connection to peer lost: {e}"),

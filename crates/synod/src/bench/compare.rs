@@ -174,8 +174,8 @@ pub(super) async fn run_matrix(
             if r.server.is_some() {
                 let c = ServerCost::cells(r.server.as_ref());
                 eprintln!(
-                    "  measured window: {} peer msgs/op, {} peer B/op, {} CPU µs/op, {} CPU µs/msg",
-                    c[0], c[1], c[2], c[3]
+                    "  measured window: {} peer msgs/op, {} peer msgs/write, {} peer B/op, {} CPU µs/op, {} CPU µs/msg",
+                    c[0], c[1], c[2], c[3], c[4]
                 );
             }
             out.push(r);

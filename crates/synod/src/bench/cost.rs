@@ -1,5 +1,5 @@
-//! What the servers spent during a measured interval: peer-transport frames and bytes from each
-//! synod node's `/metrics` and CPU time from /proc/<pid>/stat, snapshotted exactly when the
+//! What the servers spent during a measured interval: peer-transport frames and bytes and the
+//! commands delivered from each synod node's `/metrics` and CPU time from /proc/<pid>/stat, snapshotted exactly when the
 //! measured window opens and closes. `synod bench protocols` reports them per operation; the
 //! simulator's CPU cost model (per message, per byte) is calibrated from them.
 
@@ -79,6 +79,12 @@ pub(super) fn parse_transport(text: &str) -> Result<Transport> {
     })
 }
 
+/// Commands delivered in the ZooKeeper group (group 0) at a synod node: its writes (reads are
+/// served locally), sessions' commands included.
+pub(super) fn parse_deliveries(text: &str) -> Result<u64> {
+    prom_counter(text, "synod_deliveries_total{group=\"0\"}")
+}
+
 /// The servers of a cluster, as the blocking snapshot needs them (it runs off the async
 /// workers, on tokio's blocking pool).
 #[derive(Clone, Debug)]
@@ -94,6 +100,8 @@ pub(super) struct ServerProbe {
 pub(super) struct Snapshot {
     pub cpu_ticks: Option<u64>,
     pub transport: Option<Transport>,
+    /// The most commands any node has delivered in group 0: the committed writes.
+    pub committed: Option<u64>,
 }
 
 impl ServerProbe {
@@ -122,18 +130,26 @@ impl ServerProbe {
             }
         }
         let mut transport = (!self.admin.is_empty()).then(Transport::default);
+        let mut committed = (!self.admin.is_empty()).then_some(0u64);
         for a in &self.admin {
-            match admin_http(a, "GET", "/metrics").and_then(|t| parse_transport(&t)) {
-                Ok(t) => transport = transport.map(|s| s.add(t)),
+            let scraped = admin_http(a, "GET", "/metrics")
+                .and_then(|t| Ok((parse_transport(&t)?, parse_deliveries(&t)?)));
+            match scraped {
+                Ok((t, d)) => {
+                    transport = transport.map(|s| s.add(t));
+                    committed = committed.map(|c| c.max(d));
+                }
                 Err(e) => {
                     eprintln!("  warning: metrics of {a}: {e:#}");
                     transport = None;
+                    committed = None;
                 }
             }
         }
         Snapshot {
             cpu_ticks: cpu,
             transport,
+            committed,
         }
     }
 }
@@ -148,8 +164,14 @@ pub struct ServerCost {
     pub peer_bytes_in: Option<u64>,
     pub peer_bytes_out: Option<u64>,
     pub cpu_seconds: Option<f64>,
+    /// Commands committed in group 0 (the writes) during the interval.
+    #[serde(default)]
+    pub committed: Option<u64>,
     /// Peer frames received plus sent, per operation.
     pub msgs_per_op: Option<f64>,
+    /// Peer frames received plus sent, per committed write.
+    #[serde(default)]
+    pub msgs_per_write: Option<f64>,
     /// Peer bytes received plus sent, per operation.
     pub peer_bytes_per_op: Option<f64>,
     pub cpu_us_per_op: Option<f64>,
@@ -178,7 +200,16 @@ impl ServerCost {
         let per_op = |v: f64| (ops > 0).then(|| v / ops as f64);
         let msgs_per_op = t.and_then(|t| per_op((t.frames_in + t.frames_out) as f64));
         let cpu_us_per_op = cpu_seconds.and_then(|c| per_op(c * 1e6));
+        let committed = match (a.committed, b.committed) {
+            (Some(a), Some(b)) => b.checked_sub(a),
+            _ => None,
+        };
         ServerCost {
+            committed,
+            msgs_per_write: match (t, committed) {
+                (Some(t), Some(w)) if w > 0 => Some((t.frames_in + t.frames_out) as f64 / w as f64),
+                _ => None,
+            },
             peer_frames_in: t.map(|t| t.frames_in),
             peer_frames_out: t.map(|t| t.frames_out),
             peer_bytes_in: t.map(|t| t.bytes_in),
@@ -203,6 +234,7 @@ impl ServerCost {
         let c = cost.cloned().unwrap_or_default();
         vec![
             f(c.msgs_per_op, 2),
+            f(c.msgs_per_write, 2),
             f(c.peer_bytes_per_op, 0),
             f(c.cpu_us_per_op, 1),
             f(c.cpu_us_per_msg, 2),
@@ -210,4 +242,10 @@ impl ServerCost {
     }
 }
 
-pub(super) const COST_HEADER: [&str; 4] = ["msgs/op", "peer bytes/op", "CPU µs/op", "CPU µs/msg"];
+pub(super) const COST_HEADER: [&str; 5] = [
+    "msgs/op",
+    "msgs/write",
+    "peer bytes/op",
+    "CPU µs/op",
+    "CPU µs/msg",
+];

@@ -206,6 +206,7 @@ pub(super) async fn run_workload_probed(
             (Some(a), Some(b)) => Some(ServerCost::between(&a, &b, ops)),
             _ => None,
         },
+        link: None,
     })
 }
 

@@ -144,6 +144,9 @@ pub struct RunResult {
     /// peer counters only for synod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<cost::ServerCost>,
+    /// The peer links the servers emulated (`bench protocols --link-*`); none: loopback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<protocols::LinkEmulation>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,7 @@
 use super::compare::{chart, compare_markdown, CompareDoc};
-use super::cost::{parse_transport, prom_counter, ServerCost, Snapshot, Transport};
+use super::cost::{
+    parse_deliveries, parse_transport, prom_counter, ServerCost, Snapshot, Transport,
+};
 use super::*;
 
 #[test]
@@ -33,6 +35,7 @@ fn ratios_table_names_both_systems() {
         max_us: 1.0,
         mean_us: 1.0,
         server: None,
+        link: None,
     };
     let doc = CompareDoc {
         machine: machine(),
@@ -119,9 +122,10 @@ fn proc_stat_cpu_ticks_are_counted_after_the_last_parenthesis() {
 
 #[test]
 fn server_cost_columns_are_dashes_without_counters() {
-    assert_eq!(ServerCost::cells(None), ["—", "—", "—", "—"]);
+    assert_eq!(ServerCost::cells(None), ["—", "—", "—", "—", "—"]);
     let c = ServerCost {
         msgs_per_op: Some(8.0),
+        msgs_per_write: Some(16.0),
         peer_bytes_per_op: Some(9000.0),
         cpu_us_per_op: Some(100.0),
         cpu_us_per_msg: Some(10.0),
@@ -129,7 +133,7 @@ fn server_cost_columns_are_dashes_without_counters() {
     };
     assert_eq!(
         ServerCost::cells(Some(&c)),
-        ["8.00", "9000", "100.0", "10.00"]
+        ["8.00", "16.00", "9000", "100.0", "10.00"]
     );
 }
 
@@ -145,15 +149,19 @@ fn server_cost_is_the_difference_per_operation() {
     let a = Snapshot {
         cpu_ticks: Some(1000),
         transport: Some(t(100, 10_000)),
+        committed: Some(70),
     };
-    // 1000 operations: 4000 frames each way, 1 s of CPU.
+    // 1000 operations, 500 of them writes: 4000 frames each way, 1 s of CPU.
     let b = Snapshot {
         cpu_ticks: Some(1000 + hz),
         transport: Some(t(4100, 2_010_000)),
+        committed: Some(570),
     };
     let c = ServerCost::between(&a, &b, 1000);
     assert_eq!(c.peer_frames_in, Some(4000));
     assert_eq!(c.msgs_per_op, Some(8.0));
+    assert_eq!(c.committed, Some(500));
+    assert_eq!(c.msgs_per_write, Some(16.0));
     assert_eq!(c.peer_bytes_per_op, Some(4000.0));
     assert_eq!(c.cpu_us_per_op, Some(1000.0));
     assert_eq!(c.cpu_us_per_msg, Some(100.0));
@@ -161,13 +169,18 @@ fn server_cost_is_the_difference_per_operation() {
     let restarted = Snapshot {
         cpu_ticks: Some(1000 + hz),
         transport: Some(t(50, 2_010_000)),
+        committed: Some(570),
     };
     let c = ServerCost::between(&a, &restarted, 1000);
-    assert_eq!((c.msgs_per_op, c.cpu_us_per_msg), (None, None));
+    assert_eq!(
+        (c.msgs_per_op, c.msgs_per_write, c.cpu_us_per_msg),
+        (None, None, None)
+    );
     assert_eq!(c.cpu_us_per_op, Some(1000.0));
     let lost = Snapshot {
         cpu_ticks: None,
         transport: None,
+        committed: None,
     };
     assert_eq!(ServerCost::between(&a, &lost, 1000), ServerCost::default());
     assert_eq!(ServerCost::between(&a, &b, 0).cpu_us_per_op, None);
@@ -181,7 +194,11 @@ fn transport_counters_parse_from_the_servers_own_metrics() {
     stats.frames_out.store(4, Ordering::Relaxed);
     stats.bytes_in.store(500, Ordering::Relaxed);
     stats.bytes_out.store(600, Ordering::Relaxed);
-    let text = synod_server::metrics::Metrics::new(stats).render();
+    let metrics = synod_server::metrics::Metrics::new(stats);
+    metrics.group(0).deliveries.inc_by(42);
+    metrics.group(1).deliveries.inc_by(7);
+    let text = metrics.render();
+    assert_eq!(parse_deliveries(&text).unwrap(), 42, "{text}");
     assert_eq!(
         parse_transport(&text).unwrap(),
         Transport {
