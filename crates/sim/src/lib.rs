@@ -145,8 +145,13 @@ pub struct Workload {
     /// Closed-loop clients; client c starts at replica c mod N.
     pub clients: usize,
     pub payload_bytes: usize,
-    /// Pause between a reply and the next command.
+    /// Pause between a reply and the next command: `think_us`, or uniform in
+    /// [`think_us`, `think_max_us`] when the latter is larger (the thesis's wait-time).
     pub think_us: u64,
+    pub think_max_us: u64,
+    /// Each request goes to the next replica in turn (the thesis's clients, zab.md §8.3)
+    /// instead of staying on one until it fails. Needs `pipeline` 1: a move is a new connection.
+    pub round_robin: bool,
     /// A client that gets no delivery within this time gives up and moves to another replica.
     pub client_timeout_us: u64,
     /// Pause after a refusal before trying another replica.
@@ -168,6 +173,8 @@ impl Default for Workload {
             clients: 6,
             payload_bytes: 64,
             think_us: 5_000,
+            think_max_us: 0,
+            round_robin: false,
             client_timeout_us: 1_000_000,
             backoff_us: 20_000,
             liveness_commands: 30,

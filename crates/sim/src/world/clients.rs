@@ -91,7 +91,18 @@ impl<P: Protocol> World<P> {
             self.report.reads += 1;
             self.clients[c].attempt += 1;
             let attempt = self.clients[c].attempt;
-            let t = self.now + self.cfg.workload.read_service_us + self.cfg.workload.think_us;
+            // Under the cost model the read is a request received and a reply sent by the
+            // replica's CPU, queued behind its other work.
+            let mut served = self.now;
+            if !self.cfg.cost.is_free() {
+                let size = self.payload.len();
+                let ns = self.cfg.cost.receive_ns(size) + self.cfg.cost.send_ns(size);
+                let n = &mut self.nodes[node];
+                n.busy_until = n.busy_until.max(self.now) + ns.div_ceil(1_000);
+                served = n.busy_until;
+            }
+            let t = served + self.cfg.workload.read_service_us + self.think();
+            self.round_robin(c);
             self.at(t, Ev::Client { client: c, attempt });
             return;
         }
@@ -259,7 +270,32 @@ impl<P: Protocol> World<P> {
         // Think, then refill the pipeline (which re-arms the timeout of the oldest).
         self.clients[c].attempt += 1;
         let attempt = self.clients[c].attempt;
-        let t = self.now + self.cfg.workload.think_us;
+        let t = self.now + self.think();
+        if self.clients[c].outstanding.is_empty() {
+            self.round_robin(c);
+        }
         self.at(t, Ev::Client { client: c, attempt });
+    }
+
+    /// The pause before a client's next request.
+    fn think(&mut self) -> u64 {
+        let w = &self.cfg.workload;
+        if w.think_max_us > w.think_us {
+            w.think_us + self.rng.next_u64() % (w.think_max_us - w.think_us + 1)
+        } else {
+            w.think_us
+        }
+    }
+
+    /// Round-robin clients send their next request to the next replica, on a new connection.
+    fn round_robin(&mut self, c: usize) {
+        if !self.cfg.workload.round_robin {
+            return;
+        }
+        let n = self.nodes.len();
+        let cl = &mut self.clients[c];
+        cl.node = (cl.node + 1) % n;
+        cl.conn += 1;
+        cl.sent_on_conn = 0;
     }
 }

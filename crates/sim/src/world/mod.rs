@@ -84,6 +84,8 @@ enum Ev<M> {
     Heal(usize),
     HealAll,
     Restart(usize),
+    /// A busy node's CPU is free: run the oldest event waiting for it.
+    Wake(usize),
 }
 
 struct Scheduled<M> {
@@ -481,14 +483,47 @@ impl<P: Protocol> World<P> {
     }
 
     fn handle(&mut self, ev: Ev<P::Message>) {
+        if let Ev::Wake(i) = ev {
+            self.run_backlog(i);
+            return;
+        }
         if let Some(i) = Self::runs_on(&ev) {
-            let busy = self.nodes[i].busy_until;
-            if busy > self.now {
-                // Paused, or still busy with earlier work: the event waits (in order).
-                self.at(busy, ev);
+            let n = &mut self.nodes[i];
+            if n.busy_until > self.now || !n.backlog.is_empty() {
+                // Paused, or still busy with earlier work: the event waits in the node's own
+                // queue, in arrival order (rescheduling it in the global queue would let an
+                // event due at the same instant overtake it, and break a link's FIFO order).
+                n.backlog.push_back(ev);
+                self.arm_wake(i);
                 return;
             }
         }
+        self.dispatch(ev);
+    }
+
+    /// Make sure a wake-up is scheduled for node `i`'s backlog, when its CPU is free.
+    fn arm_wake(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        if n.wake_pending || n.backlog.is_empty() {
+            return;
+        }
+        n.wake_pending = true;
+        let t = n.busy_until.max(self.now);
+        self.at(t, Ev::Wake(i));
+    }
+
+    /// Node `i`'s CPU may be free: run the oldest waiting event, then wait for the next.
+    fn run_backlog(&mut self, i: usize) {
+        self.nodes[i].wake_pending = false;
+        if self.nodes[i].busy_until <= self.now {
+            if let Some(ev) = self.nodes[i].backlog.pop_front() {
+                self.dispatch(ev);
+            }
+        }
+        self.arm_wake(i);
+    }
+
+    fn dispatch(&mut self, ev: Ev<P::Message>) {
         match ev {
             Ev::Message {
                 from,
@@ -559,6 +594,7 @@ impl<P: Protocol> World<P> {
                 self.heal_all();
                 self.at(self.now, Ev::Monitor);
             }
+            Ev::Wake(i) => self.run_backlog(i),
             Ev::Restart(i) => {
                 if !self.nodes[i].up && !self.nodes[i].stays_down {
                     self.start_node(i);

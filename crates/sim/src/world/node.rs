@@ -110,6 +110,10 @@ pub(super) struct Node<P: Protocol> {
     /// The process runs nothing before this time (a pause, or the CPU still busy with earlier
     /// messages under the cost model): its events wait, in order.
     pub(super) busy_until: TimeUs,
+    /// Events that arrived while the node was busy, oldest first, and whether a wake-up is
+    /// scheduled to run them.
+    pub(super) backlog: std::collections::VecDeque<super::Ev<P::Message>>,
+    pub(super) wake_pending: bool,
     /// When its network interface is free to send again (per-NIC bandwidth).
     pub(super) nic_free_at: TimeUs,
     /// The node's own clock, which its cores read (skew and drift).
@@ -133,6 +137,8 @@ impl<P: Protocol> Node<P> {
             slow_disk: 1,
             stays_down,
             busy_until: 0,
+            backlog: std::collections::VecDeque::new(),
+            wake_pending: false,
             nic_free_at: 0,
             clock,
             disk_fault: DiskFault::None,
@@ -147,6 +153,8 @@ impl<P: Protocol> Node<P> {
         self.disk_queue.clear();
         self.disk_busy.clear();
         self.busy_until = 0;
+        // What waited for the CPU dies with the process (a pending wake-up finds nothing).
+        self.backlog.clear();
         for m in &mut self.groups {
             m.submits.clear();
             m.flush_pending = false;
