@@ -2,6 +2,8 @@
 //! each one's assumptions allow. It lives outside the simulator so that the simulator depends
 //! on the contract (`synod-core`) only; a new protocol family registers here.
 
+pub mod thesis;
+
 use synod_sim::{run_one, run_seeds, FaultKind, Report, SimConfig};
 use synod_zab::{Bug, Options as ZabOptions, Variant, Zab};
 
@@ -12,6 +14,7 @@ pub fn names() -> Vec<&'static str> {
     Variant::ALL
         .iter()
         .map(|(n, _)| *n)
+        .chain(Variant::COINS.iter().map(|(n, _)| *n))
         .chain(BROKEN.iter().copied())
         .collect()
 }
@@ -46,14 +49,15 @@ fn spec(name: &str) -> Option<Spec> {
         "zab-bug-forward-twice" => Some(Bug::ForwardTwice),
         _ => None,
     };
-    let variant = match bug {
-        Some(_) => Variant::Zab,
-        None => Variant::from_name(base)?,
+    let (variant, coin) = match bug {
+        Some(_) => (Variant::Zab, Default::default()),
+        None => Variant::protocol(base)?,
     };
     Some(Spec {
         options: ZabOptions {
             bug,
             variant,
+            coin,
             enforce_a11: !unrestricted,
             ..ZabOptions::default()
         },
@@ -120,9 +124,23 @@ pub fn run_named_seeds(
     seeds: std::ops::Range<u64>,
     threads: usize,
 ) -> Result<Report, String> {
+    run_named_seeds_with(name, cfg, seeds, threads, &|_| {})
+}
+
+/// [`run_named_seeds`], with the named protocol's options adjusted by `tweak` (an experiment
+/// fixing a parameter the name does not carry, such as App. D's θ).
+pub fn run_named_seeds_with(
+    name: &str,
+    cfg: &SimConfig<()>,
+    seeds: std::ops::Range<u64>,
+    threads: usize,
+    tweak: &dyn Fn(&mut ZabOptions),
+) -> Result<Report, String> {
     check_name(name)?;
     check_size(name, cfg.nodes)?;
-    Ok(run_seeds::<Zab>(&configure(name, cfg), seeds, threads))
+    let mut c = configure(name, cfg);
+    tweak(&mut c.options);
+    Ok(run_seeds::<Zab>(&c, seeds, threads))
 }
 
 /// Run one seed of the named protocol, returning its trace when `cfg.trace` is set.

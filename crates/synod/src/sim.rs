@@ -60,6 +60,15 @@ pub struct SimArgs {
     /// Pause between a client's reply and its next command, in microseconds.
     #[arg(long, default_value_t = 5_000)]
     think_us: u64,
+    /// With it, the pause is uniform in [--think-us, --think-max-us] (the thesis's wait-time).
+    #[arg(long, default_value_t = 0)]
+    think_max_us: u64,
+    /// Clients send each request to the next replica in turn (the thesis's clients).
+    #[arg(long)]
+    round_robin: bool,
+    /// Probability that a client request is a write (reads are served locally).
+    #[arg(long, default_value_t = 1.0)]
+    write_ratio: f64,
     /// Bytes per command.
     #[arg(long, default_value_t = 64)]
     payload: usize,
@@ -139,7 +148,15 @@ pub fn run(args: SimArgs) -> Result<i32> {
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let seeds = parse_range(&args.seeds)?;
-        crate::experiment::thesis_experiment(seeds, threads, args.quick)?;
+        let cost = (args.cost != "free")
+            .then(|| parse_cost(&args.cost))
+            .transpose()?;
+        crate::experiment::thesis_experiment(crate::experiment::Plan {
+            seeds,
+            threads,
+            quick: args.quick,
+            cost,
+        })?;
         return Ok(0);
     }
     protocols::check_name(&args.protocol).map_err(anyhow::Error::msg)?;
@@ -152,6 +169,15 @@ pub fn run(args: SimArgs) -> Result<i32> {
     cfg.faults = faults;
     cfg.workload.clients = args.clients;
     cfg.workload.think_us = args.think_us;
+    cfg.workload.think_max_us = args.think_max_us;
+    if args.round_robin && args.pipeline > 1 {
+        bail!("--round-robin moves a client after every request: it needs --pipeline 1");
+    }
+    cfg.workload.round_robin = args.round_robin;
+    if !(0.0..=1.0).contains(&args.write_ratio) || args.write_ratio == 0.0 {
+        bail!("--write-ratio must be in (0, 1]");
+    }
+    cfg.workload.write_ratio = args.write_ratio;
     cfg.workload.payload_bytes = args.payload;
     if !(1..=1024).contains(&args.pipeline) {
         bail!("--pipeline must be between 1 and 1024");
@@ -292,6 +318,16 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
         let s: Vec<String> = r.switches.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!("mode switches   {}", s.join(", "));
     }
+    if !r.gauges.is_empty() {
+        // Means over the replicas reporting them at the end of each run (ZabCT's coin: p, the
+        // measured λ and d; how many followers ran Zab).
+        let g: Vec<String> = r
+            .gauges
+            .iter()
+            .map(|(k, &(sum, n))| format!("{k} {:.3} ({n})", sum / n.max(1) as f64))
+            .collect();
+        println!("gauges          {}", g.join(", "));
+    }
     if !r.settle_us.is_empty() {
         let mut s = r.settle_us.clone();
         s.sort_unstable();
@@ -324,7 +360,7 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
             "--faults {} --groups {} --clients {} --think-us {} --payload {} --pipeline {} --batch {} \
              --window-ms {} --max-faults {} --max-fault-ms {} --stay-down {} --cost {} \
              --network {} --clock-skew-ms {} --clock-drift-ppm {} --torn-writes {} \
-             --restart-check {}",
+             --restart-check {} --think-max-us {} --write-ratio {}{}",
             a.faults,
             a.groups,
             a.clients,
@@ -341,7 +377,10 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
             a.clock_skew_ms,
             a.clock_drift_ppm,
             a.torn_writes,
-            a.restart_check
+            a.restart_check,
+            a.think_max_us,
+            a.write_ratio,
+            if a.round_robin { " --round-robin" } else { "" }
         );
         for seed in seeds.iter().take(5) {
             println!(

@@ -167,22 +167,14 @@ impl Zab {
     ) {
         let bug = self.opts.bug;
         let last = self.log.last();
-        let now = self.now;
+        if self.following_leader(from, epoch).is_none() {
+            return;
+        }
+        // ZabCT's input d: half the round trip of an ack stamp minus the leader's hold time.
+        self.sample_d(echo);
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
-        // ZabCT's inputs: λ (proposals per second) and d, half the round trip of an ack stamp
-        // minus the leader's hold time — no clock is compared with another.
-        f.coin.proposals += 1;
-        if echo.0 > 0 {
-            let rtt = now.saturating_sub(echo.0).saturating_sub(echo.1);
-            let sample = rtt as f64 / 2.0;
-            f.coin.d_us = if f.coin.d_us == 0.0 {
-                sample
-            } else {
-                0.8 * f.coin.d_us + 0.2 * sample
-            };
-        }
         if f.stage < FStage::Syncing {
             self.become_looking(out);
             return;
@@ -204,9 +196,12 @@ impl Zab {
         let entries = batch_entries(first, &commands);
         let zxid = entries.last().expect("non-empty").zxid;
         self.log.append(entries, &mut out.persist);
+        if self.opts.variant != Variant::Zab && stage >= FStage::Synced {
+            self.variant_on_proposal(zxid);
+        }
         if bug == Some(Bug::AckBeforeDurable) && stage >= FStage::Synced {
             self.log.pretend_durable();
-            let ack = self.ack(epoch, zxid, false);
+            let ack = self.ack(epoch, zxid);
             self.send(out, from, ack);
         }
     }
@@ -217,19 +212,14 @@ impl Zab {
         }
         let durable = self.log.durable().zxid;
         let variant = self.opts.variant;
-        let now = self.now;
         match &mut self.phase {
             Phase::Following(f) if f.stage >= FStage::Synced && variant != Variant::Zab => {
-                if durable > f.commit.zxid && f.uncommitted_since.is_none() {
-                    f.uncommitted_since = Some(now);
-                }
-                self.variant_ack(false, out);
-                self.follower_commit(out);
+                self.variant_on_durable(out);
             }
             Phase::Following(f) if f.stage >= FStage::Synced && durable > f.acked => {
                 f.acked = durable;
                 let (leader, epoch) = (f.leader, f.epoch);
-                let ack = self.ack(epoch, durable, false);
+                let ack = self.ack(epoch, durable);
                 self.send(out, leader, ack);
             }
             Phase::Leading(l) if l.stage == LStage::Broadcast => self.advance_commit(out),
@@ -243,7 +233,7 @@ impl Zab {
         from: NodeId,
         epoch: u32,
         zxid: Zxid,
-        zab: bool,
+        (zab, mode): (bool, bool),
         stamp: u64,
         out: &mut ZabActions,
     ) {
@@ -273,7 +263,8 @@ impl Zab {
             p.echo = (stamp, now);
         }
         if p.synced {
-            p.zab_vote = zab;
+            p.vote = Some(zab);
+            p.mode = mode;
             if zab && !l.zab_mode && self.opts.variant.switches() && l.stage == LStage::Broadcast {
                 // zab.md §6: one vote for Zab switches everyone (2PC-like).
                 self.switch_mode(true, out);
@@ -354,18 +345,36 @@ impl Zab {
         out: &mut ZabActions,
     ) {
         let switches = self.opts.variant.switches();
+        let now = self.now;
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
         if switches && f.zab_mode != zab {
-            // The leader's decision (prot of its commit): run Zab, or return to the variant.
+            // The leader's decision (prot of its commit): run Zab, or return to the variant
+            // (with p reset: 0.5 for ZabCt, the last computed for ZabCT; zab.md §6). Our next
+            // ack reports the mode, which stops the leader re-sending its decision.
             f.zab_mode = zab;
             if !zab {
                 f.wants_zab = false;
-                f.uncommitted_since = None;
+                for (_, t) in f.uncommitted.iter_mut() {
+                    *t = now;
+                }
             }
+            let (leader, epoch) = (f.leader, f.epoch);
+            if !zab && self.opts.variant == Variant::CtRestricted {
+                let p = self.initial_p();
+                if let Phase::Following(f) = &mut self.phase {
+                    f.coin.p = p;
+                }
+            }
+            let durable = self.log.durable().zxid;
+            let ack = self.ack(epoch, durable);
+            self.send(out, leader, ack);
         }
-        f.commit = f.commit.max(at);
+        let Phase::Following(f) = &mut self.phase else {
+            return;
+        };
+        f.advance_commit(at);
         if f.stage >= FStage::Synced {
             let commit = f.commit;
             self.deliver(commit, out);
@@ -391,12 +400,18 @@ impl Zab {
         }
     }
 
-    /// A follower's cumulative ack, stamped with our clock (echoed back for ZabCT's d).
-    pub(crate) fn ack(&self, epoch: u32, zxid: Zxid, zab: bool) -> Msg {
+    /// A follower's cumulative ack, stamped with our clock (echoed back for ZabCT's d), with
+    /// our vote on the broadcast mode and the mode we run.
+    pub(crate) fn ack(&self, epoch: u32, zxid: Zxid) -> Msg {
+        let (zab, mode) = match &self.phase {
+            Phase::Following(f) => (f.wants_zab, f.zab_mode),
+            _ => (false, false),
+        };
         Msg::Ack {
             epoch,
             zxid,
             zab,
+            mode,
             stamp: self.now,
         }
     }
@@ -407,23 +422,24 @@ impl Zab {
         epoch: u32,
         commit: Point,
         last: Zxid,
-        full: bool,
+        live: u16,
         out: &mut ZabActions,
     ) {
         let now = self.now;
+        let followers = self.cluster.size() - 1;
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
         if f.stage < FStage::Synced {
             return;
         }
-        if full {
+        f.live = Some(live as usize);
+        if live as usize >= followers {
             f.full_since.get_or_insert(now);
         } else {
             f.full_since = None;
         }
-        let zab = f.wants_zab;
-        f.commit = f.commit.max(commit);
+        f.advance_commit(commit);
         let commit = f.commit;
         if last > self.log.last().zxid {
             // FIFO: every proposal up to `last` was sent before this ping, so we lost one.
@@ -431,7 +447,7 @@ impl Zab {
             return;
         }
         // The heartbeat reply is a cumulative ack that also carries our vote.
-        let ack = self.ack(epoch, self.log.durable().zxid, zab);
+        let ack = self.ack(epoch, self.log.durable().zxid);
         self.send(out, from, ack);
         let synced_only = matches!(&self.phase, Phase::Following(f) if f.stage == FStage::Synced);
         if synced_only {

@@ -3,7 +3,7 @@
 use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
 use bytes::{BufMut, Bytes, BytesMut};
 use synod_core::wire::{
-    get_bool, get_count, get_u32, get_u64, get_u8, Wire, WireError, WireResult,
+    get_bool, get_count, get_u16, get_u32, get_u64, get_u8, Wire, WireError, WireResult,
 };
 use synod_core::{Command, Position, Snapshot};
 
@@ -256,12 +256,14 @@ impl Wire for Msg {
                 epoch,
                 zxid,
                 zab,
+                mode,
                 stamp,
             } => {
                 b.put_u8(11);
                 b.put_u32(*epoch);
                 zxid.encode(b);
-                b.put_u8(*zab as u8);
+                // The vote and the mode share one byte: bit 0 the vote, bit 1 the mode.
+                b.put_u8(*zab as u8 | (*mode as u8) << 1);
                 b.put_u64(*stamp);
             }
             Msg::Commit { epoch, at, zab } => {
@@ -274,13 +276,13 @@ impl Wire for Msg {
                 epoch,
                 commit,
                 last,
-                full,
+                live,
             } => {
                 b.put_u8(13);
                 b.put_u32(*epoch);
                 commit.encode(b);
                 last.encode(b);
-                b.put_u8(*full as u8);
+                b.put_u16(*live);
             }
             Msg::Forward {
                 epoch,
@@ -339,12 +341,21 @@ impl Wire for Msg {
                 commands: Vec::<Command>::decode(b)?,
                 echo: (get_u64(b)?, get_u64(b)?),
             },
-            11 => Msg::Ack {
-                epoch: get_u32(b)?,
-                zxid: Zxid::decode(b)?,
-                zab: get_bool(b)?,
-                stamp: get_u64(b)?,
-            },
+            11 => {
+                let epoch = get_u32(b)?;
+                let zxid = Zxid::decode(b)?;
+                let flags = get_u8(b)?;
+                if flags > 3 {
+                    return Err(WireError::Invalid("ack flags"));
+                }
+                Msg::Ack {
+                    epoch,
+                    zxid,
+                    zab: flags & 1 != 0,
+                    mode: flags & 2 != 0,
+                    stamp: get_u64(b)?,
+                }
+            }
             12 => Msg::Commit {
                 epoch: get_u32(b)?,
                 at: Point::decode(b)?,
@@ -354,7 +365,7 @@ impl Wire for Msg {
                 epoch: get_u32(b)?,
                 commit: Point::decode(b)?,
                 last: Zxid::decode(b)?,
-                full: get_bool(b)?,
+                live: get_u16(b)?,
             },
             14 => Msg::Forward {
                 epoch: get_u32(b)?,
@@ -442,6 +453,14 @@ pub fn sample_messages() -> Vec<Msg> {
             epoch: 4,
             zxid: z,
             zab: true,
+            mode: false,
+            stamp: 99,
+        },
+        Msg::Ack {
+            epoch: 4,
+            zxid: z,
+            zab: false,
+            mode: true,
             stamp: 99,
         },
         Msg::Commit {
@@ -453,7 +472,7 @@ pub fn sample_messages() -> Vec<Msg> {
             epoch: 4,
             commit: p,
             last: z,
-            full: true,
+            live: 4,
         },
         Msg::Forward {
             epoch: 4,

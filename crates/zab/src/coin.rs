@@ -116,7 +116,8 @@ pub fn p1_estimate(x: &Inputs) -> Option<f64> {
     Some(p1e)
 }
 
-/// How a follower picks p inside [P₁, P₂] (the thesis's static configurations, §5.6).
+/// How a follower picks p inside [P₁, P₂] (the thesis's static configurations, §5.6, and
+/// App. D's optimal probabilities).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// ZabCT_u: p = P₂.
@@ -125,17 +126,65 @@ pub enum Policy {
     Average,
     /// ZabCT_aa: p = ((P₁ + P₂) / 2 + P₁) / 2.
     LowerAverage,
+    /// App. D: an optimal probability for a specific toss outcome (zab.md §5.8). The thesis
+    /// does not say how p* ∈ P* is combined with [P₁, P₂] (it cites a paper not in our
+    /// sources); ours is the largest p* inside [P₁, P₂] (the outcome-optimal coin that sends the
+    /// most acks Eq 4.2 allows), or P₂ when no p* falls inside.
+    Optimal,
+}
+
+/// How a ZabCT follower's coin is set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Choice {
+    /// A fixed p: [T] Ch. 3's ZabCT (p = 0.5; Table E.4).
+    Fixed(f64),
+    /// Algorithm 1 every second, p placed in [P₁, P₂] by `policy`; θ = λ when `theta` is
+    /// `None` (ZabCT_u, ZabCT_a, ZabCT_aa), or a fixed θ in acks per second (App. D's "large θ").
+    Adaptive { policy: Policy, theta: Option<f64> },
+}
+
+impl Default for Choice {
+    fn default() -> Self {
+        Choice::Adaptive {
+            policy: Policy::Upper,
+            theta: None,
+        }
+    }
+}
+
+/// P*: p*(α : α + b) for every 1 ≤ α ≤ α + b < n (Eq 4.7), ascending, without repeats.
+pub fn optimal_set(n: u32) -> Vec<f64> {
+    let mut set = Vec::new();
+    for alpha in 1..n {
+        let beta = n - alpha;
+        for b in 0..(n - alpha) {
+            let prod: f64 = (0..=b)
+                .map(|j| (beta - j) as f64 / (alpha + j) as f64)
+                .product();
+            let p = 1.0 / (1.0 + prod.powf(1.0 / (b + 1) as f64));
+            if !set.iter().any(|&q: &f64| (q - p).abs() < 1e-9) {
+                set.push(p);
+            }
+        }
+    }
+    set.sort_by(f64::total_cmp);
+    set
 }
 
 /// The coin probability for these inputs, or `None` = infeasible (switch to Zab).
 pub fn choose_p(x: &Inputs, policy: Policy) -> Option<f64> {
     let p1 = p1_estimate(x)?;
-    let p2 = p2(x.theta, x.followers, x.lambda, x.timer_d_s, x.delta);
+    let p2 = p2(x.theta, x.followers, x.lambda, x.timer_d_s, x.delta).min(1.0);
     let a = (p1 + p2) / 2.0;
     Some(match policy {
         Policy::Upper => p2,
         Policy::Average => a,
         Policy::LowerAverage => (a + p1) / 2.0,
+        Policy::Optimal => optimal_set(x.followers)
+            .into_iter()
+            .rev()
+            .find(|&q| q >= p1 && q <= p2)
+            .unwrap_or(p2),
     })
 }
 
@@ -264,6 +313,29 @@ mod tests {
         // A very slow system (d·λ tiny) needs p close to 1: infeasible with θ = λ and n = 4.
         let slow = inputs(4, 0.0001, 10.0);
         assert_eq!(p1_estimate(&slow), None);
+    }
+
+    /// zab.md §5.8: P* for n = 4 and the closed form p*(α : α) = α / n.
+    #[test]
+    fn optimal_probabilities_follow_eq_4_7() {
+        let want = [0.25, 0.366, 0.5, 0.634, 0.75];
+        let got = optimal_set(4);
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(want) {
+            assert!(close(*g, w, 0.001), "{got:?}");
+        }
+        assert_eq!(optimal_set(2), vec![0.5]);
+        for a in 1..8 {
+            assert!(optimal_set(8)
+                .iter()
+                .any(|&q| close(q, a as f64 / 8.0, 1e-9)));
+        }
+        // App. D's fixed large θ lets p rise above 1/n; the policy takes the largest p* within.
+        let mut x = inputs(4, 0.02, 1846.0);
+        x.theta = 2351.0;
+        let p = choose_p(&x, Policy::Optimal).unwrap();
+        let p2v = p2(x.theta, 4, x.lambda, x.timer_d_s, x.delta);
+        assert!(p <= p2v && optimal_set(4).contains(&p), "{p} {p2v}");
     }
 
     #[test]

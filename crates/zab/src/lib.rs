@@ -113,9 +113,10 @@ pub struct Options {
     /// A follower running Zab votes to return to the variant once every follower has been
     /// present this long.
     pub switch_back_after_us: TimeUs,
-    /// ZabCT (`Variant::Ct`): compute p every second from the measured λ and d with
-    /// Algorithm 1 (ZabCT_u: p = P₂ when feasible; infeasible → vote Zab). Off: p = 1/n − δ.
-    pub adaptive_coin: bool,
+    /// How a ZabCT follower (`Variant::Ct`) chooses p: fixed ([T] Ch. 3), or every second from
+    /// the measured λ and d with Algorithm 1 and a policy inside [P₁, P₂] (ZabCT_u by default;
+    /// infeasible → vote Zab).
+    pub coin: coin::Choice,
     pub bug: Option<Bug>,
 }
 
@@ -139,10 +140,10 @@ impl Default for Options {
             variant: Variant::Zab,
             enforce_a11: true,
             enforced_toss_us: 20_000,
-            ack_timeout_us: 100_000,
-            switch_after_us: 300_000,
+            ack_timeout_us: 250_000,
+            switch_after_us: 1_000_000,
             switch_back_after_us: 1_000_000,
-            adaptive_coin: true,
+            coin: coin::Choice::default(),
             bug: None,
         }
     }
@@ -199,30 +200,65 @@ struct Follower {
     acked: Zxid,
     /// Variants: the highest zxid each other follower acked in this epoch (cumulative).
     peer_acks: BTreeMap<NodeId, Zxid>,
-    /// Variants: when the oldest logged but uncommitted proposal became durable here, and when
-    /// the coin was last tossed for it.
-    uncommitted_since: Option<TimeUs>,
-    last_toss: TimeUs,
+    /// Variants, timer C_m per proposal (zab.md §6.2): every proposal received and not yet
+    /// committed here, as (its last zxid, when it arrived), oldest first.
+    uncommitted: VecDeque<(Zxid, TimeUs)>,
+    /// Variants, F1: proposals logged here whose coin is still to be tossed (each gets one toss
+    /// once it is durable), by last zxid.
+    untossed: VecDeque<Zxid>,
+    /// Timer D (enforced coin tossing, zab.md §5.2): reset by every proposal and every expiry.
+    timer_d: TimeUs,
     /// Switching: the leader runs Zab (we wait for its commits and ack it alone).
     zab_mode: bool,
     /// Our vote, carried by every ack (the prot field).
     wants_zab: bool,
-    /// Since when the leader's heartbeats say every follower is present.
+    /// The followers the leader's last heartbeat reports present (A3's view of the
+    /// membership; `None` before the first heartbeat), and since when all N − 1 have been.
+    live: Option<usize>,
     full_since: Option<TimeUs>,
     /// When the deterministic fallback last acked (rate limit).
     last_forced: TimeUs,
-    /// ZabCT's adaptive coin: the current p, the proposals counted in the current one-second
-    /// window (λ), the smoothed one-way delay d, and how many computations in a row succeeded.
+    /// ZabCT's adaptive coin: the current p and its measured inputs.
     coin: Coin,
 }
 
+impl Follower {
+    /// The commit point moved (the leader's commit, our own threshold, a heartbeat): the
+    /// proposals it covers stop their timers C_m.
+    fn advance_commit(&mut self, at: Point) {
+        self.commit = self.commit.max(at);
+        while self
+            .uncommitted
+            .front()
+            .is_some_and(|(z, _)| *z <= self.commit.zxid)
+        {
+            self.uncommitted.pop_front();
+        }
+    }
+
+    /// When the oldest proposal still uncommitted here arrived (timer C_m's start).
+    fn oldest_uncommitted(&self) -> Option<TimeUs> {
+        self.uncommitted.front().map(|&(_, t)| t)
+    }
+}
+
+/// A ZabCT follower's coin (zab.md §5.9): p, and the inputs measured over the current window.
 #[derive(Debug)]
 struct Coin {
     p: f64,
     window_start: TimeUs,
+    /// Proposals received in the window (λ).
     proposals: u64,
-    d_us: f64,
+    /// Samples of d in the window (µs), summed, and how many.
+    d_sum_us: f64,
+    d_samples: u64,
+    /// The last window's mean d (µs), once any sample was taken.
+    d_us: Option<f64>,
+    /// The last window's λ (abcasts per second).
+    lambda: f64,
+    /// Computations of p in a row that succeeded.
     feasible_streak: u32,
+    /// The last computation found ZabCT infeasible (P₁ > P₂).
     infeasible: bool,
 }
 
@@ -247,8 +283,12 @@ struct Peer {
     /// The leader's last point when the sync was sent (ACKNEWLEADER acknowledges it).
     sync_last: Point,
     last_heard: TimeUs,
-    /// The peer's last vote on the broadcast mode (true = Zab).
-    zab_vote: bool,
+    /// The peer's last vote on the broadcast mode (true = Zab); `None` until it has cast one
+    /// since it was synchronised.
+    vote: Option<bool>,
+    /// The mode the peer last said it runs (true = Zab): a decision is re-sent until the peer
+    /// reports it.
+    mode: bool,
     /// The last ack stamp from the peer and when it arrived, echoed in the next proposal.
     echo: (u64, TimeUs),
 }
@@ -257,6 +297,7 @@ struct Peer {
 struct Leader {
     epoch: u32,
     stage: LStage,
+    /// When the current stage began: discovery's start, then the epoch's establishment.
     started: TimeUs,
     infos: BTreeMap<NodeId, u32>,
     /// The last forward taken from each follower: (nonce, seq). Replayed or reordered forwards
@@ -412,11 +453,17 @@ impl Protocol for Zab {
                 if self.opts.variant.coin(self.cluster.size()).is_some()
                     && f.stage >= FStage::Synced =>
             {
+                // The coin's measured inputs (zab.md §5.9), for comparison with [T] App. F.
+                let mut g = vec![
+                    ("coin_lambda", f.coin.lambda),
+                    ("coin_d_ms", f.coin.d_us.unwrap_or(0.0) / 1000.0),
+                ];
                 if f.zab_mode {
-                    vec![("zab_mode", 1.0)]
+                    g.push(("zab_mode", 1.0));
                 } else {
-                    vec![("coin_p", f.coin.p)]
+                    g.push(("coin_p", f.coin.p));
                 }
+                g
             }
             _ => Vec::new(),
         }
@@ -560,15 +607,16 @@ impl Zab {
                 epoch,
                 zxid,
                 zab,
+                mode,
                 stamp,
-            } => self.on_ack(from, epoch, zxid, zab, stamp, out),
+            } => self.on_ack(from, epoch, zxid, (zab, mode), stamp, out),
             Msg::Commit { epoch, at, zab } => self.on_commit(from, epoch, at, zab, out),
             Msg::Ping {
                 epoch,
                 commit,
                 last,
-                full,
-            } => self.on_ping(from, epoch, commit, last, full, out),
+                live,
+            } => self.on_ping(from, epoch, commit, last, live, out),
             Msg::Forward {
                 epoch,
                 nonce,

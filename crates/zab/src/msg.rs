@@ -255,6 +255,8 @@ pub enum Msg {
         zxid: Zxid,
         /// The sender's vote on the broadcast mode (the thesis's prot field): true = Zab.
         zab: bool,
+        /// The mode the sender runs (true = Zab): it acknowledges the leader's last decision.
+        mode: bool,
         /// The sender's clock when it sent this ack (µs; its own clock, never compared with
         /// another's), echoed back to measure d.
         stamp: u64,
@@ -272,8 +274,9 @@ pub enum Msg {
         epoch: u32,
         commit: Point,
         last: Zxid,
-        /// Every follower of the cluster is synchronised with the leader (A3's membership view).
-        full: bool,
+        /// Followers synchronised with the leader and heard from (A3's membership view: fewer
+        /// than N − 1 means a follower is suspected).
+        live: u16,
     },
     /// A follower forwards its clients' waiting commands to the leader, in submission order.
     /// `epoch` is the leader's epoch it forwards to, `(nonce, seq)` number its forwards (a
@@ -339,7 +342,7 @@ impl WireSize for Msg {
                 }
                 Msg::NewLeader { .. } | Msg::UpToDate { .. } | Msg::Commit { .. } => 20,
                 Msg::Ack { .. } => 21,
-                Msg::Ping { .. } => 29,
+                Msg::Ping { .. } => 30,
                 Msg::Forward { commands, .. } => {
                     24 + commands
                         .iter()

@@ -149,7 +149,8 @@ impl Zab {
                     ack: Zxid::ZERO,
                     sync_last: last,
                     last_heard: now,
-                    zab_vote: false,
+                    vote: None,
+                    mode: false,
                     echo: (0, 0),
                 },
             );
@@ -308,6 +309,7 @@ impl Zab {
             return;
         };
         l.stage = LStage::Broadcast;
+        l.started = self.now;
         l.commit = history;
         let epoch = l.epoch;
         let synced: Vec<NodeId> = l

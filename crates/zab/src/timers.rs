@@ -51,17 +51,12 @@ impl Zab {
                     return;
                 }
                 let synced = l.peers.values().filter(|p| p.synced).count();
-                let full = synced + 1 == self.cluster.size();
-                // Back to the variant on a unanimous vote of all N − 1 followers (zab.md §6).
-                let back = l.zab_mode
-                    && self.opts.variant.switches()
-                    && full
-                    && l.peers.values().all(|p| !p.zab_vote);
                 if now >= l.next_ping {
                     l.next_ping = now + self.opts.heartbeat_us;
                     let (epoch, commit) = (l.epoch, l.commit);
                     let last = self.log.last().zxid;
                     let peers: Vec<NodeId> = l.peers.keys().copied().collect();
+                    let live = self.live_followers(synced).min(u16::MAX as usize) as u16;
                     for p in peers {
                         self.send(
                             out,
@@ -70,15 +65,28 @@ impl Zab {
                                 epoch,
                                 commit,
                                 last,
-                                full,
+                                live,
                             },
                         );
                     }
-                }
-                if back {
-                    self.switch_mode(false, out);
+                    // Switching (zab.md §6) at the heartbeat's pace: membership, the unanimous
+                    // return, and decisions re-sent until acknowledged.
+                    self.leader_mode_duties(out);
                 }
             }
+        }
+    }
+
+    /// The followers the leader counts as present for membership-driven switching: those
+    /// synchronised, or all N − 1 while the epoch is younger than a follower timeout (the last
+    /// followers may still be joining; one that never does is suspected once it has had the
+    /// time any follower has to notice a silent leader).
+    pub(crate) fn live_followers(&self, synced: usize) -> usize {
+        match &self.phase {
+            Phase::Leading(l) if self.now < l.started + self.opts.follower_timeout_us => {
+                self.cluster.size() - 1
+            }
+            _ => synced,
         }
     }
 

@@ -49,6 +49,45 @@ impl Variant {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
     }
 
+    /// ZabCT with another coin than ZabCT_u's, by name (the thesis's configurations, zab.md
+    /// §5.6, §5.8, §8.6): p fixed at 0.5 ([T] Ch. 3, Table E.4), ZabCT_a, ZabCT_aa, and App. D's
+    /// optimal probabilities (θ = λ unless the options fix it).
+    pub const COINS: [(&'static str, crate::coin::Choice); 4] = [
+        ("zab-ct-half", crate::coin::Choice::Fixed(0.5)),
+        (
+            "zab-ct-a",
+            crate::coin::Choice::Adaptive {
+                policy: crate::coin::Policy::Average,
+                theta: None,
+            },
+        ),
+        (
+            "zab-ct-aa",
+            crate::coin::Choice::Adaptive {
+                policy: crate::coin::Policy::LowerAverage,
+                theta: None,
+            },
+        ),
+        (
+            "zab-ct-optimal",
+            crate::coin::Choice::Adaptive {
+                policy: crate::coin::Policy::Optimal,
+                theta: None,
+            },
+        ),
+    ];
+
+    /// A protocol name (a variant, or ZabCT with a named coin) as its variant and coin.
+    pub fn protocol(name: &str) -> Option<(Variant, crate::coin::Choice)> {
+        if let Some(v) = Self::from_name(name) {
+            return Some((v, crate::coin::Choice::default()));
+        }
+        Self::COINS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, c)| (Variant::Ct, c))
+    }
+
     /// Followers (the deliverer included) that must be known to have logged m before a follower
     /// delivers it without the leader's commit; `None` for Zab.
     pub fn follower_threshold(self, cluster_size: usize) -> Option<usize> {
@@ -78,12 +117,14 @@ impl Variant {
         self == Variant::AaLeaderFirst
     }
 
-    /// The probability of broadcasting an ack for a newly logged proposal (`None`: always).
+    /// The probability of broadcasting an ack for a newly logged proposal before anything is
+    /// measured (`None`: always). ZabCt's is fixed at 0.5; ZabCT starts from what ZabCT_u
+    /// computes with every follower present and θ = λ, P₂ = 1/n − δ (zab.md §5.3, §5.6), and
+    /// its options say how it adapts.
     pub fn coin(self, cluster_size: usize) -> Option<f64> {
         let n = (cluster_size - 1).max(1) as f64;
         match self {
             Variant::CtRestricted => Some(0.5),
-            // ZabCT_u with θ = λ: p = P₂ = 1/n − δ (zab.md §5.3, §5.6).
             Variant::Ct => Some(1.0 / n - 0.001),
             _ => None,
         }
@@ -92,6 +133,18 @@ impl Variant {
     /// Does the variant switch to Zab when it cannot make progress, and back (zab.md §6)?
     pub fn switches(self) -> bool {
         matches!(self, Variant::CtRestricted | Variant::Ct | Variant::Aa)
+    }
+
+    /// Membership-driven switching (zab.md §6.1, §7): the followers that must be up for the
+    /// variant to run. ZabCt and ZabCT need all N − 1 (their p assumes n = N − 1: a suspected
+    /// follower switches the epoch to Zab); [T]'s ZabAA needs the f + 1 its followers count
+    /// (more than f − 1 suspected switches). 0 for variants that never switch.
+    pub fn followers_needed(self, cluster_size: usize) -> usize {
+        match self {
+            Variant::CtRestricted | Variant::Ct => cluster_size - 1,
+            Variant::Aa => self.follower_threshold(cluster_size).unwrap_or(0),
+            _ => 0,
+        }
     }
 
     /// Does the variant rely on the restrictive assumptions A1.1 and A1.2?
@@ -129,5 +182,11 @@ mod tests {
             assert_eq!(v.name(), n);
         }
         assert!(!Variant::AcRestricted.supports(5));
+        // ZabAA (f + 1 = 3 follower acks at N = 5) runs while at most f − 1 = 1 follower is
+        // suspected; ZabCt and ZabCT need every follower.
+        assert_eq!(Variant::Aa.followers_needed(5), 3);
+        assert_eq!(Variant::Ct.followers_needed(5), 4);
+        assert_eq!(Variant::CtRestricted.followers_needed(3), 2);
+        assert_eq!(Variant::AaRestricted.followers_needed(5), 0);
     }
 }
