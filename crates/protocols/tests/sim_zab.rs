@@ -115,6 +115,28 @@ fn regression_seeds_of_the_full_fault_set() {
     }
 }
 
+/// Seeds that failed on the WAN model (three sites, 50 ms, replayed connections) with one
+/// command per proposal.
+#[test]
+fn regression_seeds_of_the_wan_model() {
+    // zab N = 5 seed 160, zab-ct N = 5 seed 49: a late ACKNEWLEADER from an earlier
+    // synchronisation of the same epoch (a replayed connection) credited a re-joining follower
+    // with the leader's current log, and the leader committed what only two replicas held
+    // (fixed: ACKNEWLEADER names the NEWLEADER it answers).
+    for (name, nodes, seed) in [("zab", 5, 160), ("zab-ct", 5, 49)] {
+        let mut cfg = SimConfig::new(nodes, seed, ());
+        cfg.faults = FaultSet::all();
+        cfg.net = synod_sim::NetModel::wan(synod_sim::Wan::three_sites(nodes));
+        cfg.batch_commands = 1;
+        let (r, _) = run_named_one(name, &cfg).unwrap();
+        assert!(
+            r.violations.is_empty(),
+            "{name} seed {seed}: {:?}",
+            r.violations
+        );
+    }
+}
+
 #[test]
 fn same_seed_same_run() {
     let mut cfg = config(5);

@@ -505,6 +505,8 @@ impl Config {
     /// Zab's options for a group running `protocol` (a Zab variant's name).
     pub fn zab_options(&self, protocol: &str) -> synod_zab::Options {
         let z = &self.zab;
+        let (variant, coin) = synod_zab::variant::Variant::protocol(protocol)
+            .unwrap_or((synod_zab::variant::Variant::Zab, Default::default()));
         synod_zab::Options {
             heartbeat_us: z.heartbeat_ms * 1_000,
             follower_timeout_us: z.follower_timeout_ms * 1_000,
@@ -517,8 +519,8 @@ impl Config {
             max_inflight: z.max_inflight,
             max_batch: self.batch.max_commands,
             window: z.window,
-            variant: synod_zab::variant::Variant::from_name(protocol)
-                .unwrap_or(synod_zab::variant::Variant::Zab),
+            variant,
+            coin,
             ..synod_zab::Options::default()
         }
     }
@@ -526,12 +528,14 @@ impl Config {
 
 /// A protocol this server runs, for a cluster of `members`.
 fn check_protocol(key: &str, protocol: &str, members: usize) -> Result<()> {
-    match synod_zab::variant::Variant::from_name(protocol) {
+    use synod_zab::variant::Variant;
+    match Variant::protocol(protocol).map(|(v, _)| v) {
         None => bail!(
             "config key {key}: '{protocol}' is not a protocol of this server (supported: {})",
-            synod_zab::variant::Variant::ALL
+            Variant::ALL
                 .iter()
                 .map(|(n, _)| *n)
+                .chain(Variant::COINS.iter().map(|(n, _)| *n))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -605,6 +609,17 @@ mod tests {
         let c = Config::load(Some(&path), &[]).unwrap();
         assert_eq!(c.group_members(&c.groups[0]), vec![1, 2, 3]);
         assert_eq!(c.group_members(&c.groups[1]), vec![1, 3]);
+        // ZabCT with a named coin (the thesis's configurations) is a protocol too.
+        let o = c.zab_options("zab-ct-a");
+        assert_eq!(o.variant, synod_zab::variant::Variant::Ct);
+        assert!(matches!(
+            o.coin,
+            synod_zab::coin::Choice::Adaptive {
+                policy: synod_zab::coin::Policy::Average,
+                theta: None
+            }
+        ));
+        assert!(check_protocol("protocol", "zab-ct-half", 3).is_ok());
         for (bad, key) in [
             ("[[groups]]\nid = 0\n", "groups[2].id"),
             ("[[groups]]\nid = 1\n", "groups[2].id"),

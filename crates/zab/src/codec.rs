@@ -230,9 +230,10 @@ impl Wire for Msg {
                 b.put_u32(*epoch);
                 last.encode(b);
             }
-            Msg::AckNewLeader { epoch } => {
+            Msg::AckNewLeader { epoch, last } => {
                 b.put_u8(8);
                 b.put_u32(*epoch);
+                last.encode(b);
             }
             Msg::UpToDate { epoch, commit } => {
                 b.put_u8(9);
@@ -330,7 +331,10 @@ impl Wire for Msg {
                 epoch: get_u32(b)?,
                 last: Point::decode(b)?,
             },
-            8 => Msg::AckNewLeader { epoch: get_u32(b)? },
+            8 => Msg::AckNewLeader {
+                epoch: get_u32(b)?,
+                last: Point::decode(b)?,
+            },
             9 => Msg::UpToDate {
                 epoch: get_u32(b)?,
                 commit: Point::decode(b)?,
@@ -438,7 +442,7 @@ pub fn sample_messages() -> Vec<Msg> {
             entries: vec![entry.clone(), entry.clone()],
         },
         Msg::NewLeader { epoch: 4, last: p },
-        Msg::AckNewLeader { epoch: 4 },
+        Msg::AckNewLeader { epoch: 4, last: p },
         Msg::UpToDate {
             epoch: 4,
             commit: p,

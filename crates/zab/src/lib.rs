@@ -595,7 +595,7 @@ impl Zab {
             Msg::Sync { epoch, mode } => self.on_sync(from, epoch, mode, out),
             Msg::Entries { epoch, entries } => self.on_entries(from, epoch, entries, out),
             Msg::NewLeader { epoch, last } => self.on_new_leader(from, epoch, last, out),
-            Msg::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch, out),
+            Msg::AckNewLeader { epoch, last } => self.on_ack_new_leader(from, epoch, last, out),
             Msg::UpToDate { epoch, commit } => self.on_up_to_date(from, epoch, commit, out),
             Msg::Proposal {
                 epoch,

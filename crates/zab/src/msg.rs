@@ -235,8 +235,10 @@ pub enum Msg {
     Entries { epoch: u32, entries: Vec<Entry> },
     /// Synchronisation done for the follower; its log equals the leader's up to `last`.
     NewLeader { epoch: u32, last: Point },
-    /// Follower → leader: history logged and current epoch durable (ACKNEWLEADER).
-    AckNewLeader { epoch: u32 },
+    /// Follower → leader: history logged up to `last` (the NEWLEADER it answers) and current
+    /// epoch durable (ACKNEWLEADER). `last` tells a late answer to an earlier synchronisation
+    /// of the same epoch (a replayed connection) from the answer to the current one.
+    AckNewLeader { epoch: u32, last: Point },
     /// Leader → follower: start serving; everything up to `commit` is committed (UPTODATE).
     UpToDate { epoch: u32, commit: Point },
     /// Broadcast L1: one proposal carrying a batch of commands, with consecutive zxids and
@@ -324,7 +326,8 @@ impl WireSize for Msg {
             + match self {
                 Msg::Notification { .. } => 36,
                 Msg::FollowerInfo { .. } => 9,
-                Msg::NewEpoch { .. } | Msg::AckNewLeader { .. } => 8,
+                Msg::NewEpoch { .. } => 8,
+                Msg::AckNewLeader { .. } => 28,
                 Msg::AckEpoch { summary, .. } => 24 + summary.epochs.len() * 8,
                 Msg::Sync { mode, .. } => match mode {
                     SyncMode::Snap(s) => 24 + s.data.len(),
