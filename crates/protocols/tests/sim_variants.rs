@@ -20,6 +20,17 @@ fn acks_per_commit(r: &Report) -> f64 {
     r.received_kind_as(Role::Leading, "ack") as f64 / r.committed.max(1) as f64
 }
 
+/// A failure-free LAN run of `clients` clients thinking `think_us`, measured for `run_for_us`.
+fn quiet(clients: usize, think_us: u64, run_for_us: u64) -> SimConfig<()> {
+    let mut cfg = SimConfig::new(3, 0, ());
+    cfg.faults = FaultSet::none();
+    cfg.workload.clients = clients;
+    cfg.workload.think_us = think_us;
+    cfg.run_for_us = Some(run_for_us);
+    cfg.restart_check = false;
+    cfg
+}
+
 fn gauge(r: &Report, name: &str) -> Option<f64> {
     r.gauges.get(name).map(|&(s, n)| s / n.max(1) as f64)
 }
@@ -69,13 +80,7 @@ fn one_coin_toss_per_proposal() {
 /// fraction of a millisecond, neither 0 nor a multiple of a 10 ms tick.
 #[test]
 fn d_is_measured_in_microseconds() {
-    let mut cfg = SimConfig::new(3, 0, ());
-    cfg.faults = FaultSet::none();
-    cfg.workload.clients = 8;
-    cfg.workload.think_us = 1_000;
-    cfg.run_for_us = Some(3_000_000);
-    cfg.restart_check = false;
-    let r = run("zab-ct-half", &cfg, 0..1);
+    let r = run("zab-ct-half", &quiet(8, 1_000, 3_000_000), 0..1);
     let d = gauge(&r, "coin_d_ms").expect("d is reported");
     assert!(d > 0.0 && d < 1.0, "d = {d} ms");
 }
@@ -85,12 +90,7 @@ fn d_is_measured_in_microseconds() {
 /// does not toss again at every timer D expiry.
 #[test]
 fn enforced_tossing_only_for_uncommittable_proposals() {
-    let mut cfg = SimConfig::new(3, 0, ());
-    cfg.faults = FaultSet::none();
-    cfg.workload.clients = 1;
-    cfg.workload.think_us = 60_000;
-    cfg.run_for_us = Some(6_000_000);
-    cfg.restart_check = false;
+    let cfg = quiet(1, 60_000, 6_000_000);
     let seeds = 0..8;
     let r = run("zab-ct-half", &cfg, seeds.clone());
     // Heartbeat replies are acks too: two followers, one per heartbeat (200 ms).

@@ -360,16 +360,21 @@ impl Zab {
                     *t = now;
                 }
             }
-            let (leader, epoch) = (f.leader, f.epoch);
+            let (leader, epoch, synced) = (f.leader, f.epoch, f.stage >= FStage::Synced);
             if !zab && self.opts.variant == Variant::CtRestricted {
                 let p = self.initial_p();
                 if let Phase::Following(f) = &mut self.phase {
                     f.coin.p = p;
                 }
             }
-            let durable = self.log.durable().zxid;
-            let ack = self.ack(epoch, durable);
-            self.send(out, leader, ack);
+            // Only a synchronised follower acks (before ACKNEWLEADER its log is not the
+            // leader's; a recovering replica must not ack at all, recovery.rs): the others
+            // report the mode with their first ack.
+            if synced {
+                let durable = self.log.durable().zxid;
+                let ack = self.ack(epoch, durable);
+                self.send(out, leader, ack);
+            }
         }
         let Phase::Following(f) = &mut self.phase else {
             return;
