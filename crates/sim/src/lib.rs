@@ -222,6 +222,10 @@ pub struct SimConfig<O> {
     /// Measure for this long (virtual) and stop: no healing phase, no liveness or final checks
     /// (the safety checkers still run on every delivery). For performance experiments.
     pub run_for_us: Option<u64>,
+    /// With `run_for_us`: the measurement starts here. Message counts, latencies, completed
+    /// and committed commands cover only [warm-up, end], and `Report::virtual_us` is that span
+    /// (the thesis measured after a warm-up; ZabCT's first p comes after one second).
+    pub warmup_us: u64,
     /// Groups: every node runs one replica of each, sharing its disk, network interface and
     /// CPU; clients are spread over the groups.
     pub groups: usize,
@@ -261,6 +265,7 @@ impl<O> SimConfig<O> {
             a12_crashes: false,
             follower_invariant: None,
             run_for_us: None,
+            warmup_us: 0,
             restart_check: true,
             groups: 1,
             cross_check: None,
@@ -295,6 +300,7 @@ impl<O> SimConfig<O> {
             a12_crashes: self.a12_crashes,
             follower_invariant: self.follower_invariant,
             run_for_us: self.run_for_us,
+            warmup_us: self.warmup_us,
             restart_check: self.restart_check,
             groups: self.groups,
             cross_check: self.cross_check,

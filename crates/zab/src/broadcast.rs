@@ -70,7 +70,7 @@ impl Zab {
     /// Propose what waits in the queue while the window has room, each batch at most
     /// `max_batch` commands.
     pub(crate) fn propose_queued(&mut self, out: &mut ZabActions) {
-        let (window, max_batch) = (self.opts.window.max(1), self.opts.max_batch.max(1));
+        let (window, max_batch) = (self.window(), self.opts.max_batch.max(1));
         loop {
             let Phase::Leading(l) = &mut self.phase else {
                 return;
@@ -87,6 +87,20 @@ impl Zab {
             }
             let batch: Vec<Command> = l.queued.drain(..n).collect();
             self.propose(batch, out);
+        }
+    }
+
+    /// Batches kept proposed and uncommitted. A coin variant keeps at least
+    /// `COIN_MIN_WINDOW`: its leader commits a batch on a later proposal's Head as often as on
+    /// its own (implicit acks, zab.md §3.3), so with one batch in flight every batch whose tosses
+    /// all came up Tail would wait for timer D (ZabCt at N = 3 under one client: 73 commands/s
+    /// instead of 1700 in the simulator).
+    fn window(&self) -> usize {
+        let w = self.opts.window.max(1);
+        if self.opts.variant.coin(self.cluster.size()).is_some() {
+            w.max(COIN_MIN_WINDOW)
+        } else {
+            w
         }
     }
 
@@ -379,7 +393,7 @@ impl Zab {
         let Phase::Following(f) = &mut self.phase else {
             return;
         };
-        f.advance_commit(at);
+        f.leader_committed(at);
         if f.stage >= FStage::Synced {
             let commit = f.commit;
             self.deliver(commit, out);
@@ -444,7 +458,7 @@ impl Zab {
         } else {
             f.full_since = None;
         }
-        f.advance_commit(commit);
+        f.leader_committed(commit);
         let commit = f.commit;
         if last > self.log.last().zxid {
             // FIFO: every proposal up to `last` was sent before this ping, so we lost one.
@@ -514,6 +528,9 @@ fn batch_entries(first: Point, commands: &[Command]) -> Vec<Entry> {
         })
         .collect()
 }
+
+/// The smallest window of a coin variant (see `Zab::window`).
+const COIN_MIN_WINDOW: usize = 16;
 
 fn reject(out: &mut ZabActions, commands: Vec<Command>, reason: Reject) {
     for c in commands {

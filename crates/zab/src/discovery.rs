@@ -29,6 +29,7 @@ impl Zab {
             uncommitted: VecDeque::new(),
             untossed: VecDeque::new(),
             timer_d: self.now,
+            leader_commit: Zxid::ZERO,
             zab_mode: false,
             wants_zab: false,
             live: None,

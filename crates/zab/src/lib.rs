@@ -208,6 +208,8 @@ struct Follower {
     untossed: VecDeque<Zxid>,
     /// Timer D (enforced coin tossing, zab.md §5.2): reset by every proposal and every expiry.
     timer_d: TimeUs,
+    /// The highest commit point the leader told us of (what it has committed, at least).
+    leader_commit: Zxid,
     /// Switching: the leader runs Zab (we wait for its commits and ack it alone).
     zab_mode: bool,
     /// Our vote, carried by every ack (the prot field).
@@ -234,6 +236,12 @@ impl Follower {
         {
             self.uncommitted.pop_front();
         }
+    }
+
+    /// The leader's commit point reached us (a commit, a heartbeat, UPTODATE).
+    fn leader_committed(&mut self, at: Point) {
+        self.leader_commit = self.leader_commit.max(at.zxid);
+        self.advance_commit(at);
     }
 
     /// When the oldest proposal still uncommitted here arrived (timer C_m's start).

@@ -355,7 +355,7 @@ impl Zab {
             FStage::Synced => self.start_serving(from, epoch, commit, out),
             // Already serving: a heartbeat stood in for this UPTODATE (see `on_ping`).
             FStage::Broadcast => {
-                f.commit = f.commit.max(commit);
+                f.leader_committed(commit);
                 let commit = f.commit;
                 self.deliver(commit, out);
             }
@@ -376,7 +376,7 @@ impl Zab {
             return;
         };
         f.stage = FStage::Broadcast;
-        f.commit = f.commit.max(commit);
+        f.leader_committed(commit);
         let commit = f.commit;
         out.events.push(Event::View(View {
             role: Role::Following,

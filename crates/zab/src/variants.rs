@@ -225,7 +225,7 @@ impl Zab {
         let coin = opts.variant.coin(n).is_some() && !f.zab_mode;
         // F4, enforced coin tossing: only for a proposal neither acked by us nor committable.
         let timer_d_expired = coin && now.saturating_sub(f.timer_d) >= opts.enforced_toss_us;
-        let owed = durable > f.acked.max(f.commit.zxid);
+        let owed = durable > f.acked.max(committable(opts, n, f));
         if timer_d_expired {
             f.timer_d = now;
         }
@@ -279,7 +279,7 @@ impl Zab {
             }
         }
         let coin = o.variant.coin(n).is_some() && !f.zab_mode;
-        if coin && self.log.durable().zxid > f.acked.max(f.commit.zxid) {
+        if coin && self.log.durable().zxid > f.acked.max(committable(o, n, f)) {
             at(f.timer_d + o.enforced_toss_us);
         }
         d
@@ -353,6 +353,22 @@ fn recompute_p(opts: &Options, cluster_size: usize, now: TimeUs, c: &mut crate::
             c.infeasible = true;
             c.feasible_streak = 0;
         }
+    }
+}
+
+/// The highest proposal F4 counts as committable: what we committed when our threshold implies
+/// the leader's (f + 1 followers: ZabCT, zab.md §3.7's timing facts), else only what the leader
+/// said it committed. A ZabCt follower at N = 3 delivers on its own log, but the leader still
+/// needs a follower's ack: without this its window would wait for a heartbeat.
+fn committable(o: &Options, cluster_size: usize, f: &crate::Follower) -> Zxid {
+    let implies_leader = o
+        .variant
+        .follower_threshold(cluster_size)
+        .is_some_and(|k| k > cluster_size / 2);
+    if implies_leader {
+        f.commit.zxid
+    } else {
+        f.leader_commit
     }
 }
 

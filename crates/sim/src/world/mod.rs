@@ -86,6 +86,8 @@ enum Ev<M> {
     Restart(usize),
     /// A busy node's CPU is free: run the oldest event waiting for it.
     Wake(usize),
+    /// The warm-up is over: the measurement starts.
+    Warm,
 }
 
 struct Scheduled<M> {
@@ -145,6 +147,8 @@ pub struct World<P: Protocol> {
     /// Per-event counters by role (indexed by `role_index`), folded into the report by name
     /// at the end: string-keyed maps cost too much per message.
     counts: RoleCounts,
+    /// When the measurement started and the slots committed by then (`SimConfig::warmup_us`).
+    warm: (TimeUs, u64),
     /// Outstanding command id → the client waiting for it (lookups only: no iteration, so
     /// the hasher's randomness cannot reach the run).
     waiting: std::collections::HashMap<u64, usize>,
@@ -279,6 +283,7 @@ impl<P: Protocol> World<P> {
             events: 0,
             step_cost_ns: 0,
             counts: RoleCounts::default(),
+            warm: (0, 0),
             waiting: Default::default(),
             cfg,
         }
@@ -328,6 +333,9 @@ impl<P: Protocol> World<P> {
         let heal_at = self.cfg.fault_window_us;
         if self.cfg.run_for_us.is_none() {
             self.at(heal_at, Ev::HealAll);
+        } else if self.cfg.warmup_us > 0 {
+            let t = self.cfg.warmup_us;
+            self.at(t, Ev::Warm);
         }
         // After healing: settle, run the tracked workload, then drain. The run's length does not
         // depend on the liveness bound, so a tight bound fails liveness and nothing else.
@@ -375,8 +383,9 @@ impl<P: Protocol> World<P> {
         }
         std::mem::take(&mut self.counts).fold_into(&mut self.report);
         self.report.runs = 1;
-        self.report.virtual_us = self.now;
-        self.report.committed = self.histories.iter().map(|h| h.max_slot()).sum();
+        self.report.virtual_us = self.now - self.warm.0;
+        self.report.committed =
+            self.histories.iter().map(|h| h.max_slot()).sum::<u64>() - self.warm.1;
         self.report.latency = Some(self.latency.clone());
         for f in &self.schedule.faults {
             *self.report.faults.entry(f.kind.name()).or_default() += 1;
@@ -595,6 +604,13 @@ impl<P: Protocol> World<P> {
                 self.at(self.now, Ev::Monitor);
             }
             Ev::Wake(i) => self.run_backlog(i),
+            Ev::Warm => {
+                // Forget what the warm-up measured; the slots committed so far are not counted.
+                self.counts = RoleCounts::default();
+                self.latency.reset();
+                self.report.completed = 0;
+                self.warm = (self.now, self.histories.iter().map(|h| h.max_slot()).sum());
+            }
             Ev::Restart(i) => {
                 if !self.nodes[i].up && !self.nodes[i].stays_down {
                     self.start_node(i);

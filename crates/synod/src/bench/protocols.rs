@@ -46,6 +46,10 @@ pub(super) struct ProtocolArgs {
     /// peer links (0: unlimited).
     #[arg(long, default_value_t = 0.0)]
     link_mbit: f64,
+    /// Server settings for every server, KEY=VALUE, repeatable (e.g. `zab.window=16`, so that
+    /// every protocol keeps as many batches in flight as the coin variants do).
+    #[arg(long = "set")]
+    set: Vec<String>,
 }
 
 /// The peer links the servers emulated (`--link-*`, the servers' `[link_emulation]`).
@@ -115,12 +119,19 @@ pub(super) async fn protocols(a: ProtocolArgs) -> Result<i32> {
         m.cores, m.cpu, m.kernel
     );
     println!("emulated peer links: {}", link.describe());
+    if !a.set.is_empty() {
+        println!("server settings: {}", a.set.join(", "));
+    }
     let mut results = Vec::new();
     for &n in &a.nodes {
         for p in &a.protocols {
             let kind = Kind::Synod {
                 protocol: p.clone(),
-                sets: link.sets(),
+                sets: link
+                    .sets()
+                    .into_iter()
+                    .chain(a.set.iter().cloned())
+                    .collect(),
             };
             let label = format!("{p} N={n}");
             match run_matrix(
@@ -198,6 +209,12 @@ pub(super) async fn protocols(a: ProtocolArgs) -> Result<i32> {
             ""
         }
     );
+    if !a.set.is_empty() {
+        s += &format!(
+            "Server settings on every server (`--set`): `{}`.\n\n",
+            a.set.join("`, `")
+        );
+    }
     s += COST_PARAGRAPH;
     s += &format!(
         "| protocol | clients | writes | ops/s | p50 µs | p99 µs | errors | {} | sim p50 µs | sim ops/s | sim p50 µs, calibrated cost | sim ops/s, calibrated cost |\n|---|{}\n",

@@ -96,7 +96,7 @@ pub(super) fn render(x: &Inputs) -> String {
          (zab.md §8.2–8.3): one 100 Mbit/s NIC per node, 100–300 µs per hop, 1 KB requests, 250 \
          closed-loop clients each sending every request to the next server in turn, zero wait or \
          a wait uniform on (25, 75) ms, logging in memory only (\"Net-Only\"), one request per \
-         proposal, 3 s of virtual time per run. Every message costs CPU at its sender and its \
+         proposal, each run measured over 2.5 s of virtual time after a 1.5 s warm-up. Every message costs CPU at its sender and its \
          receiver, calibrated to the thesis's testbed: {} ns per message received, {} ns per \
          message sent, {} ns per byte. Every safety checker ran on every run and none fired.\n",
         if x.plan.quick { " --quick" } else { "" },
