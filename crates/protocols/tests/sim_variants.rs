@@ -228,3 +228,27 @@ fn a_warm_up_is_not_measured() {
     );
     assert!(warm.received_as(Role::Following) < whole.received_as(Role::Following));
 }
+
+/// ZabAA returns to its variant once f + 1 followers are back, with one still down (zab.md
+/// §6.2: the votes of the n ≥ ⌈(N + 1)/2⌉ followers present); it used to wait for all N − 1.
+#[test]
+fn zab_aa_returns_with_f_plus_one_followers() {
+    let crash = |target: usize, end_us: u64| Scripted {
+        kind: FaultKind::Crash,
+        start_us: 1_000_000,
+        end_us,
+        targets: vec![target],
+        factor: 1,
+    };
+    let mut cfg = testbed(5, 100, false, 50, &thesis_cost());
+    cfg.run_for_us = Some(8_000_000);
+    cfg.script = vec![crash(0, 7_900_000), crash(1, 3_000_000)];
+    let r = run("zab-aa", &cfg, 0..1);
+    assert_eq!(r.switches.get("to-base"), Some(&1), "{:?}", r.switches);
+    assert_eq!(
+        r.switches.get("back-to-variant"),
+        Some(&1),
+        "{:?}",
+        r.switches
+    );
+}

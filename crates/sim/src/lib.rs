@@ -222,8 +222,9 @@ pub struct SimConfig<O> {
     /// Measure for this long (virtual) and stop: no healing phase, no liveness or final checks
     /// (the safety checkers still run on every delivery). For performance experiments.
     pub run_for_us: Option<u64>,
-    /// With `run_for_us`: the measurement starts here. Message counts, latencies, completed
-    /// and committed commands cover only [warm-up, end], and `Report::virtual_us` is that span
+    /// With `run_for_us`: the measurement starts here. Message counts, latencies, reads,
+    /// submitted, batched, completed, delivered and committed commands cover only [warm-up,
+    /// end] (mode switches and faults the whole run), and `Report::virtual_us` is that span
     /// (the thesis measured after a warm-up; ZabCT's first p comes after one second).
     pub warmup_us: u64,
     /// Groups: every node runs one replica of each, sharing its disk, network interface and

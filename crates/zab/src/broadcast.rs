@@ -368,8 +368,10 @@ impl Zab {
             // (with p reset: 0.5 for ZabCt, the last computed for ZabCT; zab.md §6). Our next
             // ack reports the mode, which stops the leader re-sending its decision.
             f.zab_mode = zab;
+            // Entering Zab our vote is Zab until the return rule says otherwise (a vote for the
+            // variant from before the switch must not bring the epoch straight back).
+            f.wants_zab = zab;
             if !zab {
-                f.wants_zab = false;
                 for (_, t) in f.uncommitted.iter_mut() {
                     *t = now;
                 }
@@ -445,7 +447,12 @@ impl Zab {
         out: &mut ZabActions,
     ) {
         let now = self.now;
-        let followers = self.cluster.size() - 1;
+        // Present enough for the variant to run: all N − 1 for ZabCt and ZabCT, f + 1 for ZabAA.
+        let followers = self
+            .opts
+            .variant
+            .followers_needed(self.cluster.size())
+            .max(1);
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };

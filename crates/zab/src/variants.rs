@@ -142,6 +142,12 @@ impl Zab {
             return;
         }
         l.zab_mode = zab;
+        if zab {
+            // The way back needs fresh votes, cast in Zab mode.
+            for p in l.peers.values_mut() {
+                p.vote = None;
+            }
+        }
         let (epoch, at) = (l.epoch, l.commit);
         let peers: Vec<NodeId> = l.peers.keys().copied().collect();
         out.events.push(Event::Mode { fallback: zab });
@@ -163,7 +169,13 @@ impl Zab {
             return;
         };
         let synced = l.peers.values().filter(|p| p.synced).count();
-        let unanimous = synced + 1 == n && l.peers.values().all(|p| p.vote == Some(false));
+        // Back on a unanimous vote of the followers present, once there are enough of them for
+        // the variant (all N − 1 for ZabCt and ZabCT; f + 1 for ZabAA, zab.md §6.2, §7).
+        let unanimous = synced >= variant.followers_needed(n).max(1)
+            && l.peers
+                .values()
+                .filter(|p| p.synced)
+                .all(|p| p.vote == Some(false));
         let zab_mode = l.zab_mode;
         if !zab_mode && self.live_followers(synced) < variant.followers_needed(n) {
             self.switch_mode(true, out);

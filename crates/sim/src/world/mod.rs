@@ -609,6 +609,10 @@ impl<P: Protocol> World<P> {
                 self.counts = RoleCounts::default();
                 self.latency.reset();
                 self.report.completed = 0;
+                self.report.reads = 0;
+                self.report.submitted = 0;
+                self.report.batches = 0;
+                self.report.deliveries = 0;
                 self.warm = (self.now, self.histories.iter().map(|h| h.max_slot()).sum());
             }
             Ev::Restart(i) => {

@@ -155,6 +155,7 @@ impl<P: Protocol> Node<P> {
         self.busy_until = 0;
         // What waited for the CPU dies with the process (a pending wake-up finds nothing).
         self.backlog.clear();
+        self.wake_pending = false;
         for m in &mut self.groups {
             m.submits.clear();
             m.flush_pending = false;
