@@ -1,5 +1,6 @@
 import re
-md=open('/work/shared/research/zab.md').read().split('\n')
+import os
+md=open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '../../shared/research/zab.md')).read().split('\n')
 def table_after(title_re):
     for i,l in enumerate(md):
         if re.search(title_re,l):
@@ -60,19 +61,35 @@ def emit(name,doc,items):
     for p,w,g in items:
         s+='    ("%s", %s, %s),\n'%(p,'true' if w else 'false',fmt(g))
     return s+'];\n\n'
-out='''//! The thesis's reported figures ([T], as extracted in ../shared/research/zab.md §8.6),
-//! generated from that file's tables by a script and kept verbatim: rows are WR = 10 … 100 %,
-//! columns N = 3, 5, 7, 9; NaN where the thesis reports nothing. Each entry is (protocol,
-//! with the (25, 75) ms wait-time, grid).
+# One file per kind of table (gains over Zab, the coin, App. F's measured inputs), and a module
+# that names the grid type. Run from the repository root; `cargo fmt` lays the output out.
+import os, sys
+root = sys.argv[1] if len(sys.argv) > 1 else '.'
+d = os.path.join(root, 'crates/synod/src/experiment/thesis_data')
+os.makedirs(d, exist_ok=True)
+head = lambda what: ("//! %s ([T], as extracted in ../shared/research/zab.md §8.6), generated from\n"
+    "//! that file's tables by scripts/thesis_data.py and kept verbatim.\n\nuse super::Grid;\n\n" % what)
+open(os.path.join(d, 'mod.rs'), 'w').write('''//! The thesis's reported figures, generated from ../shared/research/zab.md by
+//! scripts/thesis_data.py: rows are WR = 10 … 100 %, columns N = 3, 5, 7, 9; NaN where the
+//! thesis reports nothing. Each entry is (protocol, with the (25, 75) ms wait-time, grid).
+
+mod app_f;
+mod coin;
+mod gains;
+
+pub use app_f::{D_MS, LAMBDA};
+pub use coin::{ACKS, COIN_P};
+pub use gains::{LATENCY, THROUGHPUT};
 
 /// Rows WR = 10, 20, …, 100 %; columns N = 3, 5, 7, 9.
 pub type Grid = [[f64; 4]; 10];
-
-'''
-out+=emit('LATENCY','Latency improvement over Zab, % (Tables 5.1, E.1–E.6, E.8, E.9, E.11, E.12, D.3).',lat)
-out+=emit('THROUGHPUT','Throughput improvement over Zab, % (Tables 5.1, E.1–E.6, E.8, E.9, E.11, E.12).',thr)
-out+=emit('ACKS','Follower acks received by the leader per commit (Tables 5.2, 5.3, E.7, E.10, E.13, E.14, D.1, D.2).',acks)
-out+=emit('COIN_P','The coin probability p; 1 = infeasible, Zab ran (same tables).',ps)
-out+=emit('LAMBDA','λ, abcasts per second measured by followers (App. F, compact form of zab.md §8.6.6).',lam)
-out+=emit('D_MS','d, the leader → follower delay, in ms (App. F).',dd)
-open('/work/main/crates/synod/src/experiment/thesis_data.rs','w').write(out)
+''')
+open(os.path.join(d, 'gains.rs'), 'w').write(head('Improvements over Zab')
+    + emit('LATENCY','Latency improvement over Zab, % (Tables 5.1, E.1–E.6, E.8, E.9, E.11, E.12, D.3).',lat)
+    + emit('THROUGHPUT','Throughput improvement over Zab, % (Tables 5.1, E.1–E.6, E.8, E.9, E.11, E.12).',thr).rstrip('\n') + '\n')
+open(os.path.join(d, 'coin.rs'), 'w').write(head("ZabCT's coin: acks per commit and p")
+    + emit('ACKS','Follower acks received by the leader per commit (Tables 5.2, 5.3, E.7, E.10, E.13, E.14, D.1, D.2).',acks)
+    + emit('COIN_P','The coin probability p; 1 = infeasible, Zab ran (same tables).',ps).rstrip('\n') + '\n')
+open(os.path.join(d, 'app_f.rs'), 'w').write(head("The followers' measured inputs (App. F)")
+    + emit('LAMBDA','λ, abcasts per second measured by followers (App. F, compact form of zab.md §8.6.6).',lam)
+    + emit('D_MS','d, the leader → follower delay, in ms (App. F).',dd).rstrip('\n') + '\n')

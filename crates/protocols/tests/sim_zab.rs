@@ -317,10 +317,10 @@ fn restricted_variants_fail_when_their_assumptions_are_broken() {
     }
 }
 
-/// ZabCT with a follower crash (zab.md §6.2, §7): the surviving follower's proposals stay
-/// uncommitted (it cannot see f + 1 follower acks), timer C_m makes it vote Zab, the leader
-/// switches the epoch to Zab; once the crashed follower is back and everyone has been present
-/// for a while, a unanimous vote returns the cluster to ZabCT. No checker fires.
+/// ZabCT with a follower crash (zab.md §6.2, §7): the leader, missing a follower its coin's n
+/// counts, switches the epoch to Zab (and the surviving follower, told so by a heartbeat,
+/// votes Zab); once the crashed follower is back and everyone has been present for a while, a
+/// unanimous vote returns the cluster to ZabCT. No checker fires.
 ///
 /// The network is the thesis's kind (millisecond delays), where the adaptive coin finds a
 /// feasible p; on a sub-millisecond LAN ZabCT cannot beat Zab and rightly stays with Zab.

@@ -181,14 +181,12 @@ impl Zab {
     ) {
         let bug = self.opts.bug;
         let last = self.log.last();
-        if self.following_leader(from, epoch).is_none() {
-            return;
-        }
-        // ZabCT's input d: half the round trip of an ack stamp minus the leader's hold time.
-        self.sample_d(echo);
+        let now = self.now;
         let Some(f) = self.following_leader(from, epoch) else {
             return;
         };
+        // ZabCT's input d: half the round trip of an ack stamp minus the leader's hold time.
+        f.coin.sample_d(now, echo);
         if f.stage < FStage::Syncing {
             self.become_looking(out);
             return;

@@ -304,21 +304,18 @@ impl Zab {
             (v, _) => v.coin(self.cluster.size()).unwrap_or(1.0),
         }
     }
+}
 
+impl crate::Coin {
     /// F1's measurement of d (zab.md §5.9): the leader echoes our last ack stamp with how long
-    /// it held it, so half of (now − stamp − hold) is a one-way delay in microseconds of our own
-    /// clock, never compared with another's.
-    pub(crate) fn sample_d(&mut self, echo: (u64, u64)) {
-        let now = self.now;
-        let Phase::Following(f) = &mut self.phase else {
-            return;
-        };
-        if echo.0 == 0 || echo.0 > now {
+    /// it held it, so half of (now − stamp − hold) is a one-way delay in microseconds of our
+    /// own clock, never compared with another's.
+    pub(crate) fn sample_d(&mut self, now: TimeUs, (stamp, hold): (u64, u64)) {
+        if stamp == 0 || stamp > now {
             return;
         }
-        let rtt = now.saturating_sub(echo.0).saturating_sub(echo.1);
-        f.coin.d_sum_us += rtt as f64 / 2.0;
-        f.coin.d_samples += 1;
+        self.d_sum_us += now.saturating_sub(stamp).saturating_sub(hold) as f64 / 2.0;
+        self.d_samples += 1;
     }
 }
 

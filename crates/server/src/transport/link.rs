@@ -25,17 +25,16 @@
 //! release time, whichever clock woke the link.
 
 use super::frame::encode_message;
-use super::{Outgoing, Pump, TransportConfig, TransportStats, BATCH_BYTES, WRITE_TIMEOUT};
+use super::{link_down, write_batch, Outgoing, Pump, TransportConfig, TransportStats, BATCH_BYTES};
 use bytes::BytesMut;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{mpsc as std_mpsc, Mutex};
 use std::time::{Duration, Instant};
 use synod_core::NodeId;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -274,25 +273,16 @@ pub(super) async fn pump(
                     return Pump::Failed(io::Error::other("cut by fault injection"));
                 }
                 let batch = pending.split_to(len);
-                depth.fetch_sub(n.min(depth.load(Ordering::Relaxed)), Ordering::Relaxed);
-                match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&batch)).await {
-                    Ok(Ok(())) => {
-                        stats.frames_out.fetch_add(n, Ordering::Relaxed);
-                        stats.bytes_out.fetch_add(len as u64, Ordering::Relaxed);
-                    }
-                    Ok(Err(e)) => return Pump::Failed(e),
-                    Err(_) => return Pump::Failed(io::ErrorKind::TimedOut.into()),
+                if let Err(end) = write_batch(stream, &batch, n, depth, stats).await {
+                    return end;
                 }
             }
             m = rx.recv(), if line.len() < limit => {
                 let Some(mut m) = m else {
                     return Pump::Closed;
                 };
-                if reset.load(Ordering::Relaxed) {
-                    return Pump::TooSlow;
-                }
-                if cfg.cut.is_cut(peer) {
-                    return Pump::Failed(io::Error::other("cut by fault injection"));
+                if let Some(end) = link_down(cfg, peer, reset) {
+                    return end;
                 }
                 // Take whatever else is queued too, while the delay line has room.
                 loop {

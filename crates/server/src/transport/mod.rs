@@ -385,11 +385,8 @@ async fn pump(
         let Some(first) = rx.recv().await else {
             return Pump::Closed;
         };
-        if reset.load(Ordering::Relaxed) {
-            return Pump::TooSlow;
-        }
-        if cfg.cut.is_cut(peer) {
-            return Pump::Failed(io::Error::other("cut by fault injection"));
+        if let Some(end) = link_down(cfg, peer, reset) {
+            return end;
         }
         buf.clear();
         let mut n = 1u64;
@@ -410,17 +407,41 @@ async fn pump(
                 Err(_) => break,
             }
         }
-        depth.fetch_sub(n.min(depth.load(Ordering::Relaxed)), Ordering::Relaxed);
-        match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&buf)).await {
-            Ok(Ok(())) => {
-                stats.frames_out.fetch_add(n, Ordering::Relaxed);
-                stats
-                    .bytes_out
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
-            }
-            Ok(Err(e)) => return Pump::Failed(e),
-            Err(_) => return Pump::Failed(io::ErrorKind::TimedOut.into()),
+        if let Err(end) = write_batch(stream, &buf, n, depth, stats).await {
+            return end;
         }
+    }
+}
+
+/// The link was reset as too slow, or cut by fault injection: why the pump ends, if it does.
+fn link_down(cfg: &TransportConfig, peer: NodeId, reset: &AtomicBool) -> Option<Pump> {
+    if reset.load(Ordering::Relaxed) {
+        return Some(Pump::TooSlow);
+    }
+    cfg.cut
+        .is_cut(peer)
+        .then(|| Pump::Failed(io::Error::other("cut by fault injection")))
+}
+
+/// Write `n` encoded messages at once (they leave the link's queue depth) and count them.
+async fn write_batch(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    n: u64,
+    depth: &AtomicU64,
+    stats: &TransportStats,
+) -> Result<(), Pump> {
+    depth.fetch_sub(n.min(depth.load(Ordering::Relaxed)), Ordering::Relaxed);
+    match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
+        Ok(Ok(())) => {
+            stats.frames_out.fetch_add(n, Ordering::Relaxed);
+            stats
+                .bytes_out
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            Ok(())
+        }
+        Ok(Err(e)) => Err(Pump::Failed(e)),
+        Err(_) => Err(Pump::Failed(io::ErrorKind::TimedOut.into())),
     }
 }
 

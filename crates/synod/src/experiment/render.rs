@@ -69,6 +69,13 @@ fn protocols_in(rows: &[Row], wait: bool) -> Vec<&'static str> {
     v
 }
 
+/// A table's header: the `first` columns, then one per cluster size.
+fn size_columns(s: &mut String, first: &[&str], sizes: &[usize]) {
+    let head: Vec<String> = sizes.iter().map(|n| format!("N = {n}")).collect();
+    let _ = writeln!(s, "| {} | {} |", first.join(" | "), head.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(first.len() + sizes.len()));
+}
+
 fn sizes_in(rows: &[Row]) -> Vec<usize> {
     SIZES
         .iter()
@@ -274,9 +281,7 @@ fn improvements(s: &mut String, rows: &[Row], wait: bool, label: &str) {
         ("Throughput", THROUGHPUT, 1usize),
     ] {
         let _ = writeln!(s, "## {metric} improvement over Zab, {label}\n");
-        let head: Vec<String> = sizes.iter().map(|n| format!("N = {n}")).collect();
-        let _ = writeln!(s, "| protocol | WR | {} |", head.join(" | "));
-        let _ = writeln!(s, "|---|---|{}", "---|".repeat(sizes.len()));
+        size_columns(s, &["protocol", "WR"], &sizes);
         for protocol in protocols_in(rows, wait) {
             for wr in ratios_in(rows) {
                 let cells: Vec<String> = sizes
@@ -309,9 +314,7 @@ fn coin_table(s: &mut String, rows: &[Row], wait: bool, label: &str) {
          infeasible, Zab ran; \"Zab k\": k followers ended in Zab mode). Zab's leader receives \
          N − 1 acks per commit.\n"
     );
-    let head: Vec<String> = sizes.iter().map(|n| format!("N = {n}")).collect();
-    let _ = writeln!(s, "| protocol | WR | {} |", head.join(" | "));
-    let _ = writeln!(s, "|---|---|{}", "---|".repeat(sizes.len()));
+    size_columns(s, &["protocol", "WR"], &sizes);
     for protocol in protocols_in(rows, wait)
         .into_iter()
         .filter(|p| p.starts_with("zab-ct") && !p.contains("restricted"))
@@ -356,9 +359,7 @@ fn absolute(s: &mut String, rows: &[Row], wait: bool, label: &str) {
         s,
         "## Absolute figures, {label}, WR = 100 %: abds/s · mean latency ms · messages per write at the leader (in/out)\n"
     );
-    let head: Vec<String> = sizes.iter().map(|n| format!("N = {n}")).collect();
-    let _ = writeln!(s, "| protocol | {} |", head.join(" | "));
-    let _ = writeln!(s, "|---|{}", "---|".repeat(sizes.len()));
+    size_columns(s, &["protocol"], &sizes);
     let mut names = vec!["zab"];
     names.extend(protocols_in(rows, wait));
     for protocol in names {
