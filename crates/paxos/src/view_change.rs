@@ -1,0 +1,378 @@
+//! View change (pft.md §3.4) with the errata of §6.1 closed.
+//!
+//! * VIEWCHANGE is the Paxos phase-1 promise: the promise is durable before the message leaves,
+//!   and from then on the replica accepts nothing in its old view (§6.1.4).
+//! * The new primary (`v mod N`) needs `f + 1` VIEWCHANGEs, its own included; NEWVIEW reissues
+//!   every sequence number from the highest reported log base up to the highest *accepted*
+//!   `n` (erratum a), a chosen order first, else the accept from the highest view (erratum b),
+//!   else a null. Reissued orders keep their numbers and go through a full round in the new
+//!   view (§6.1.7): the new primary logs them before NEWVIEW leaves, backups log them and
+//!   acknowledge each, and the primary commits them as any other order.
+//! * Amplification: a replica that hears a VIEWCHANGE for a later view joins it.
+//! * A replica that hears of a later view from its primary asks for the NEWVIEW (NEEDVIEW), so
+//!   a replica left behind joins without a view change of its own.
+
+use crate::msg::ViewReport;
+use crate::normal::same_ids;
+use crate::{Accepted, Bug, Msg, Order, Paxos, PaxosActions, Slot, Status};
+use std::collections::BTreeMap;
+use synod_core::{Dest, NodeId, StorageOp};
+
+impl Paxos {
+    /// Promise view `v` (durably) and multicast VIEWCHANGE behind the promise.
+    pub fn start_view_change(&mut self, v: u64, out: &mut PaxosActions) {
+        assert!(
+            v > self.hard.promised,
+            "n{}: a view change to {v} after promising {}",
+            self.me(),
+            self.hard.promised
+        );
+        self.hard.promised = v;
+        self.status = Status::ViewChange;
+        self.vc_since = self.now;
+        self.counters.view_changes += 1;
+        self.reports.clear();
+        self.step_down();
+        self.set_hard(out);
+        self.send_view_change(out);
+    }
+
+    /// Leave the primary's duties: certificates are dropped (acknowledgements count only in
+    /// their view) and commands never ordered wait for the next primary.
+    fn step_down(&mut self) {
+        self.acks.clear();
+        self.proposed_at.clear();
+        self.forwards.clear();
+        self.new_view_msg = None;
+        self.batch_since = None;
+        while let Some(c) = self.queue.pop_front() {
+            self.queued_ids.remove(&c.id);
+            self.held.push_back(c);
+        }
+    }
+
+    /// `<VIEWCHANGE, v, n, l, P, i>` for the promised view, behind every op issued so far (the
+    /// promise among them).
+    pub(crate) fn send_view_change(&mut self, out: &mut PaxosActions) {
+        let v = self.hard.promised;
+        let report = self.own_report();
+        let after = self.seq;
+        // The new primary multicasts too: the others learn of the view change and join.
+        let msg = Msg::ViewChange {
+            view: v,
+            executed: report.executed,
+            stable: report.stable,
+            orders: if self.primary_of(v) == self.me() {
+                Vec::new()
+            } else {
+                report.orders
+            },
+        };
+        self.send(Dest::All, msg, after, out);
+        self.try_new_view(out);
+    }
+
+    fn own_report(&self) -> ViewReport {
+        ViewReport {
+            view: self.hard.promised,
+            executed: self.exec_n,
+            stable: self.base,
+            orders: self.orders_above(self.base + 1, usize::MAX),
+        }
+    }
+
+    /// VIEWCHANGE from a peer: join a later view, collect reports for a view this replica is
+    /// to lead, or bring a replica that is behind up to date.
+    pub fn on_view_change(&mut self, from: NodeId, report: ViewReport, out: &mut PaxosActions) {
+        let v = report.view;
+        if v > self.hard.promised {
+            self.start_view_change(v, out);
+        }
+        if v == self.hard.promised && self.status == Status::ViewChange {
+            if self.primary_of(v) == self.me() {
+                self.reports.insert(from, report);
+                self.try_new_view(out);
+            }
+            return;
+        }
+        // A view this replica has moved past: its primary answers with its NEWVIEW.
+        if self.is_primary() && v <= self.hard.installed {
+            if let Some(nv) = self.new_view_msg.clone() {
+                self.send(Dest::One(from), nv, 0, out);
+            }
+        }
+    }
+
+    /// The new primary, with `f + 1` reports (its own included), installs the view.
+    pub fn try_new_view(&mut self, out: &mut PaxosActions) {
+        let v = self.hard.promised;
+        if self.status != Status::ViewChange || self.primary_of(v) != self.me() {
+            return;
+        }
+        if self.reports.len() + 1 < self.cluster.quorum() {
+            return;
+        }
+        let own = self.own_report();
+        let mut all: Vec<&ViewReport> = self.reports.values().collect();
+        all.push(&own);
+        let base = all.iter().map(|r| r.stable).max().unwrap_or(0);
+        let behind = all
+            .iter()
+            .zip(self.reports.keys().copied().chain([self.me()]))
+            .filter(|(r, _)| r.stable == base)
+            .map(|(_, id)| id)
+            .next();
+        let orders = reissue(v, base, &all, self.opt.bug);
+        self.install_as_primary(v, base, orders, out);
+        if base > self.exec_n {
+            // Checkpoint reconciliation the other way round: the new primary itself is behind
+            // the highest checkpoint reported.
+            if let Some(src) = behind.filter(|&id| id != self.me()) {
+                self.request_transfer(src, base, out);
+            }
+        }
+    }
+
+    fn install_as_primary(
+        &mut self,
+        v: u64,
+        base: u64,
+        orders: Vec<Order>,
+        out: &mut PaxosActions,
+    ) {
+        let mut records = Vec::new();
+        for o in &orders {
+            if o.n <= self.exec_n || o.n <= self.base {
+                continue;
+            }
+            records.push(Accepted {
+                n: o.n,
+                view: v,
+                commands: o.commands.clone(),
+            });
+        }
+        let s = if records.is_empty() {
+            0
+        } else {
+            self.persist(StorageOp::Append(records), out)
+        };
+        let n_max = orders.last().map_or(base, |o| o.n);
+        for o in &orders {
+            if o.n <= self.exec_n || o.n <= self.base {
+                continue;
+            }
+            let chosen = self.keep_chosen(o);
+            self.put_slot(
+                o.n,
+                Slot {
+                    view: v,
+                    commands: o.commands.clone(),
+                    chosen,
+                    seq: s,
+                },
+            );
+            if !chosen {
+                self.acks.insert(o.n, Vec::new());
+                self.proposed_at.insert(o.n, self.now);
+            }
+        }
+        self.hard.installed = v;
+        let after = self.set_hard(out);
+        self.status = Status::Normal;
+        self.next_n = n_max.max(self.exec_n).max(base) + 1;
+        self.commit_upto = self.exec_n;
+        self.commit_heard = (v, self.exec_n);
+        self.vc_timeout = self.base_timeout();
+        self.reports.clear();
+        self.forwards.clear();
+        let nv = Msg::NewView {
+            view: v,
+            base,
+            orders,
+        };
+        self.new_view_msg = Some(nv.clone());
+        self.send(Dest::All, nv, after, out);
+        self.next_heartbeat = self.now + self.opt.heartbeat_us;
+        // Commands that waited during the view change are ordered now, after the reissued ones.
+        let held: Vec<_> = self.held.drain(..).collect();
+        self.enqueue(held, out);
+        self.advance_commit(out);
+        self.propose(out);
+    }
+
+    /// Whether the order reissued at `o.n` was already known chosen here (then it must be the
+    /// same order: Paxos's safety, asserted).
+    fn keep_chosen(&self, o: &Order) -> bool {
+        match self.log.get(&o.n) {
+            Some(old) if old.chosen => {
+                let same = same_ids(&old.commands, &o.commands);
+                assert!(
+                    same || self.opt.bug.is_some(),
+                    "n{}: NEWVIEW reissues at {} an order other than the chosen one",
+                    self.me(),
+                    o.n
+                );
+                same
+            }
+            _ => false,
+        }
+    }
+
+    /// NEWVIEW at a backup: install the view, log the reissued orders (replacing what is there:
+    /// they come from the highest view) and acknowledge each once logged.
+    pub fn on_new_view(
+        &mut self,
+        from: NodeId,
+        v: u64,
+        base: u64,
+        orders: Vec<Order>,
+        out: &mut PaxosActions,
+    ) {
+        if from != self.primary_of(v) || v < self.hard.promised {
+            return;
+        }
+        if self.status == Status::Normal && v == self.hard.installed {
+            // A duplicate (asked for, or replayed): acknowledge again what is logged.
+            for o in &orders {
+                let s = match self.log.get(&o.n) {
+                    Some(sl) if sl.view == v => sl.seq,
+                    _ if o.n <= self.exec_n => self.seq,
+                    _ => continue,
+                };
+                self.send(Dest::One(from), Msg::AcceptAck { view: v, n: o.n }, s, out);
+            }
+            return;
+        }
+        self.hard.promised = v;
+        self.hard.installed = v;
+        self.status = Status::Normal;
+        let mut records = Vec::new();
+        for o in &orders {
+            if o.n > self.exec_n && o.n > self.base {
+                records.push(Accepted {
+                    n: o.n,
+                    view: v,
+                    commands: o.commands.clone(),
+                });
+            }
+        }
+        let s = if records.is_empty() {
+            0
+        } else {
+            self.persist(StorageOp::Append(records), out)
+        };
+        for o in &orders {
+            if o.n <= self.exec_n || o.n <= self.base {
+                continue;
+            }
+            let chosen = self.keep_chosen(o);
+            self.put_slot(
+                o.n,
+                Slot {
+                    view: v,
+                    commands: o.commands.clone(),
+                    chosen,
+                    seq: s,
+                },
+            );
+            self.waiting_since.entry(o.n).or_insert(self.now);
+        }
+        let after = self.set_hard(out);
+        for o in &orders {
+            self.send(
+                Dest::One(from),
+                Msg::AcceptAck { view: v, n: o.n },
+                after,
+                out,
+            );
+        }
+        self.step_down();
+        self.commit_heard = (v, 0);
+        self.last_heard_primary = self.now;
+        self.vc_timeout = self.base_timeout();
+        self.reports.clear();
+        let held: Vec<_> = self.held.drain(..).collect();
+        if !held.is_empty() {
+            self.forward(from, held, out);
+        }
+        if base > self.exec_n {
+            // Checkpoint reconciliation (§3.4): the orders below `base` are gone from the new
+            // primary's log; its checkpoint brings this replica up to date.
+            self.request_transfer(from, base, out);
+        }
+        self.execute(out);
+    }
+
+    /// This replica heard of view `view` from its primary without installing it: ask for the
+    /// NEWVIEW (at most once per heartbeat).
+    pub(crate) fn need_view(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
+        if view < self.hard.promised || self.status == Status::Recovering {
+            return;
+        }
+        let (v, at) = self.need_view_sent;
+        if v == view && self.now < at + self.opt.heartbeat_us {
+            return;
+        }
+        self.need_view_sent = (view, self.now);
+        self.send(Dest::One(from), Msg::NeedView { view }, 0, out);
+    }
+
+    pub fn on_need_view(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
+        if self.is_primary() && view <= self.hard.installed {
+            if let Some(nv) = self.new_view_msg.clone() {
+                self.send(Dest::One(from), nv, 0, out);
+            }
+        }
+    }
+}
+
+/// Build NEWVIEW's `O` for view `v` from the reports (pft.md §3.4 with errata a and b): every
+/// `n` from `base + 1` to the highest accepted `n` reported, a chosen order first, else the
+/// accept from the highest view, else a null.
+pub fn reissue(v: u64, base: u64, reports: &[&ViewReport], bug: Option<Bug>) -> Vec<Order> {
+    let mut at: BTreeMap<u64, Vec<&Order>> = BTreeMap::new();
+    for r in reports {
+        for o in &r.orders {
+            if o.n > base {
+                at.entry(o.n).or_default().push(o);
+            }
+        }
+    }
+    let n_max = if bug == Some(Bug::NewViewToCommitted) {
+        // The thesis's literal rule: up to the largest *committed* sequence number reported.
+        reports
+            .iter()
+            .map(|r| {
+                r.orders
+                    .iter()
+                    .filter(|o| o.chosen)
+                    .map(|o| o.n)
+                    .max()
+                    .unwrap_or(0)
+                    .max(r.executed)
+            })
+            .max()
+            .unwrap_or(0)
+    } else {
+        at.keys().next_back().copied().unwrap_or(0)
+    }
+    .max(base);
+    (base + 1..=n_max)
+        .map(|n| {
+            let candidates = at.get(&n).map(Vec::as_slice).unwrap_or(&[]);
+            let pick = candidates.iter().find(|o| o.chosen).or_else(|| {
+                if bug == Some(Bug::LowerViewWins) {
+                    candidates.iter().min_by_key(|o| o.view)
+                } else {
+                    candidates.iter().max_by_key(|o| o.view)
+                }
+            });
+            Order {
+                n,
+                view: v,
+                chosen: false,
+                commands: pick.map(|o| o.commands.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
