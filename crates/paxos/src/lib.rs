@@ -661,3 +661,6 @@ impl Paxos {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -129,6 +129,14 @@ impl Paxos {
         if !self.is_primary() {
             return;
         }
+        // Everything that waited when the batch timer expired leaves now, in as many batches
+        // as the size and the one-per-client rule need.
+        let timer_due = match self.opt.batching {
+            Batching::Fixed { timer_us, .. } => self
+                .batch_since
+                .is_some_and(|t| self.now >= t.saturating_add(timer_us)),
+            Batching::Adaptive { .. } => false,
+        };
         loop {
             if self.queue.is_empty() {
                 self.batch_since = None;
@@ -141,12 +149,9 @@ impl Paxos {
                     }
                     self.opt.max_batch
                 }
-                Batching::Fixed { size, timer_us } => {
-                    let due = self
-                        .batch_since
-                        .is_some_and(|t| self.now >= t.saturating_add(timer_us));
+                Batching::Fixed { size, .. } => {
                     if self.inflight() >= self.opt.max_inflight
-                        || (self.queue.len() < size.max(1) && !due)
+                        || (self.queue.len() < size.max(1) && !timer_due)
                     {
                         return;
                     }
