@@ -45,6 +45,7 @@ fn each_catch_up_scheme_and_unbatched() {
     // passes its holes (the thesis's baseline): safety under every fault, no final checks.
     let mut none = config(3);
     none.run_for_us = Some(6_000_000);
+    none.restart_check = false;
     assert_clean(&sweep("paxos-none", &none, 0..100));
     let mut cfg = config(5);
     cfg.batch_commands = 1;
