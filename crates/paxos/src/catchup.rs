@@ -43,7 +43,9 @@ impl Paxos {
     pub(crate) fn mbq_tick(&mut self, out: &mut PaxosActions) {
         self.next_mbq = self.now + self.opt.mbq_period_us;
         let latest = self.log.keys().next_back().copied().unwrap_or(self.exec_n);
-        let known = latest.max(self.commit_heard.1);
+        // A hole is an order known committed (COMMIT heard) but not held as chosen here;
+        // orders still in flight are not holes.
+        let known = self.commit_heard.1;
         let msg = if self.has_hole_below(known) {
             if self.catch_up_since.is_none() {
                 self.catch_up_since = Some(self.now);

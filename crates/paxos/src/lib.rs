@@ -272,6 +272,8 @@ pub struct Counters {
     pub view_changes: u64,
     pub catch_ups: u64,
     pub catch_up_orders: u64,
+    /// Time spent in catch-up episodes that closed their hole (µs, summed).
+    pub catch_up_us: u64,
     pub state_transfers: u64,
     pub batches: u64,
     pub batched_commands: u64,
@@ -567,6 +569,7 @@ impl Protocol for Paxos {
             ("paxos_view_changes", c.view_changes as f64),
             ("paxos_catch_ups", c.catch_ups as f64),
             ("paxos_catch_up_orders", c.catch_up_orders as f64),
+            ("paxos_catch_up_us", c.catch_up_us as f64),
             ("paxos_state_transfers", c.state_transfers as f64),
             (
                 "paxos_batch_size",
@@ -576,7 +579,7 @@ impl Protocol for Paxos {
                     c.batched_commands as f64 / c.batches as f64
                 },
             ),
-            ("paxos_vc_timeout_ms", self.vc_timeout as f64 / 1000.0),
+            ("paxos_vc_timeout_ms", self.base_timeout() as f64 / 1000.0),
         ]
     }
 }
@@ -627,6 +630,7 @@ impl Paxos {
             ),
             Msg::NewView { view, base, orders } => self.on_new_view(from, view, base, orders, out),
             Msg::NeedView { view } => self.on_need_view(from, view, out),
+            Msg::Collecting { view, have } => self.on_collecting(from, view, have, out),
             Msg::SnapRequest { n, at, offset } => self.on_snap_request(from, n, at, offset, out),
             Msg::SnapChunk {
                 at,

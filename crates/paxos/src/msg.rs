@@ -127,6 +127,10 @@ pub enum Msg {
     },
     /// "Send me your NEWVIEW": a replica heard of `view` from its primary without installing it.
     NeedView { view: u64 },
+    /// The new primary of `view`, alive and collecting VIEWCHANGEs, names the replicas whose
+    /// reports it holds: the others send theirs again, and nobody gives the view up while its
+    /// primary is heard (large reports take time to arrive).
+    Collecting { view: u64, have: Vec<u32> },
     /// State transfer: send the stable checkpoint covering at least `n` whole batches, from
     /// byte `offset` of the snapshot at `at` (`None`: the latest).
     SnapRequest {
@@ -165,6 +169,7 @@ impl MessageKind for Msg {
             Msg::ViewChange { .. } => "viewchange",
             Msg::NewView { .. } => "newview",
             Msg::NeedView { .. } => "needview",
+            Msg::Collecting { .. } => "collecting",
             Msg::SnapRequest { .. } => "snap-request",
             Msg::SnapChunk { .. } => "snap-chunk",
             Msg::Recover { .. } => "recover",
@@ -197,6 +202,7 @@ impl WireSize for Msg {
             Msg::ViewChange { orders, .. } => 24 + orders_size(orders),
             Msg::NewView { orders, .. } => 16 + orders_size(orders),
             Msg::NeedView { .. } => 8,
+            Msg::Collecting { have, .. } => 12 + 4 * have.len(),
             Msg::SnapRequest { .. } => 33,
             Msg::SnapChunk { data, .. } => 36 + data.len(),
             Msg::Recover { .. } => 8,
@@ -364,6 +370,14 @@ impl Wire for Msg {
                 b.put_u64(*base);
                 orders.encode(b);
             }
+            Msg::Collecting { view, have } => {
+                b.put_u8(16);
+                b.put_u64(*view);
+                b.put_u32(have.len() as u32);
+                for h in have {
+                    b.put_u32(*h);
+                }
+            }
             Msg::NeedView { view } => {
                 b.put_u8(11);
                 b.put_u64(*view);
@@ -462,6 +476,15 @@ impl Wire for Msg {
                 orders: Vec::decode(b)?,
             },
             11 => Msg::NeedView { view: get_u64(b)? },
+            16 => {
+                let view = get_u64(b)?;
+                let n = synod_core::wire::get_count(b, "reporters", 4)?;
+                let mut have = Vec::with_capacity(n.min(64));
+                for _ in 0..n {
+                    have.push(synod_core::wire::get_u32(b)?);
+                }
+                Msg::Collecting { view, have }
+            }
             12 => Msg::SnapRequest {
                 n: get_u64(b)?,
                 at: if get_bool(b)? {

@@ -429,11 +429,11 @@ impl Paxos {
             self.commit_upto = self.exec_n;
         }
         self.waiting_since = self.waiting_since.split_off(&(self.exec_n + 1));
-        if self
-            .catch_up_since
-            .is_some_and(|_| !self.has_hole_below(self.commit_heard.1))
-        {
-            self.catch_up_since = None;
+        if let Some(t) = self.catch_up_since {
+            if !self.has_hole_below(self.commit_heard.1) {
+                self.counters.catch_up_us += self.now.saturating_sub(t);
+                self.catch_up_since = None;
+            }
         }
     }
 

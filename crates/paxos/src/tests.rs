@@ -79,6 +79,10 @@ fn every_message_round_trips_and_truncation_is_an_error() {
             orders: vec![order(2, 2, false, &[])],
         },
         Msg::NeedView { view: 4 },
+        Msg::Collecting {
+            view: 4,
+            have: vec![1, 3],
+        },
         Msg::SnapRequest {
             n: 3,
             at: Some(Position { slot: 4, tag: 5 }),

@@ -56,7 +56,12 @@ impl Paxos {
                     }
                 }
             }
-            Status::ViewChange => at(self.vc_since + self.vc_timeout),
+            Status::ViewChange => {
+                at(self.vc_since + self.vc_timeout);
+                if self.primary_of(self.hard.promised) == self.me() {
+                    at(self.next_heartbeat);
+                }
+            }
             Status::Recovering => {
                 if let Some(r) = &self.recovery {
                     at(r.next_send);
@@ -123,6 +128,10 @@ impl Paxos {
                     let keep = self.vc_timeout;
                     self.start_view_change(v, out);
                     self.vc_timeout = keep;
+                } else if self.primary_of(self.hard.promised) == self.me()
+                    && now >= self.next_heartbeat
+                {
+                    self.beacon(out);
                 }
             }
             Status::Recovering => {

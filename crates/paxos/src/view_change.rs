@@ -33,6 +33,7 @@ impl Paxos {
         self.counters.view_changes += 1;
         self.reports.clear();
         self.step_down();
+        self.next_heartbeat = self.now + self.opt.heartbeat_us;
         self.set_hard(out);
         self.send_view_change(out);
     }
@@ -90,6 +91,8 @@ impl Paxos {
         }
         if v == self.hard.promised && self.status == Status::ViewChange {
             if self.primary_of(v) == self.me() {
+                // Reports still arriving are progress: the view is not given up meanwhile.
+                self.vc_since = self.now;
                 self.reports.insert(from, report);
                 self.try_new_view(out);
             }
@@ -315,6 +318,41 @@ impl Paxos {
         }
         self.need_view_sent = (view, self.now);
         self.send(Dest::One(from), Msg::NeedView { view }, 0, out);
+    }
+
+    /// The prospective primary's beacon while it collects VIEWCHANGEs (every heartbeat).
+    pub(crate) fn beacon(&mut self, out: &mut PaxosActions) {
+        let v = self.hard.promised;
+        let mut have: Vec<u32> = self.reports.keys().copied().collect();
+        have.push(self.me());
+        self.next_heartbeat = self.now + self.opt.heartbeat_us;
+        self.send(Dest::All, Msg::Collecting { view: v, have }, 0, out);
+    }
+
+    /// A backup hears the beacon of the primary it promised: it waits on (the primary lives)
+    /// and sends its report again if the primary lacks it.
+    pub fn on_collecting(&mut self, from: NodeId, v: u64, have: Vec<u32>, out: &mut PaxosActions) {
+        if from != self.primary_of(v) {
+            return;
+        }
+        if v > self.hard.promised {
+            self.start_view_change(v, out);
+        }
+        if v != self.hard.promised || self.status != Status::ViewChange {
+            return;
+        }
+        self.vc_since = self.now;
+        if !have.contains(&self.me()) {
+            let report = self.own_report();
+            let msg = Msg::ViewChange {
+                view: v,
+                executed: report.executed,
+                stable: report.stable,
+                orders: report.orders,
+            };
+            let after = self.seq;
+            self.send(Dest::One(from), msg, after, out);
+        }
     }
 
     pub fn on_need_view(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {

@@ -90,7 +90,8 @@ pub struct SimArgs {
     /// Replicas that crash when the faults heal and never come back.
     #[arg(long, default_value_t = 0)]
     stay_down: usize,
-    /// Run an experiment instead of a sweep: `thesis` (the thesis's failure-free comparison of
+    /// Run an experiment instead of a sweep: `pft` (the PFT thesis's batching, catch-up,
+    /// view-change and Paxos-against-Zab figures, docs/results/pft.md) or `thesis` (the thesis's failure-free comparison of
     /// the Zab family; writes docs/results/thesis.md).
     #[arg(long)]
     experiment: Option<String>,
@@ -141,8 +142,12 @@ fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
 
 pub fn run(args: SimArgs) -> Result<i32> {
     if let Some(e) = &args.experiment {
+        if e == "pft" {
+            crate::experiment::pft::pft_experiment(args.quick)?;
+            return Ok(0);
+        }
         if e != "thesis" {
-            bail!("unknown experiment '{e}' (known: thesis)");
+            bail!("unknown experiment '{e}' (known: thesis, pft)");
         }
         let threads = args
             .threads
