@@ -233,7 +233,8 @@ pub struct Paxos {
     pub(crate) ordered: HashMap<u64, u64>,
     pub(crate) done: HashSet<u64>,
     pub(crate) done_fifo: VecDeque<u64>,
-    pub(crate) queued_ids: HashSet<u64>,
+    /// Ids queued at the primary → whether a backup forwarded them (else submitted here).
+    pub(crate) queued_ids: HashMap<u64, bool>,
     // ---- backup ----
     pub(crate) nonce: u64,
     pub(crate) forward_seq: u64,
@@ -376,7 +377,9 @@ impl Paxos {
 
     /// Whether the primary must not order `id`: it is in the log, executed recently, or queued.
     pub(crate) fn duplicate(&self, id: u64) -> bool {
-        self.ordered.contains_key(&id) || self.done.contains(&id) || self.queued_ids.contains(&id)
+        self.ordered.contains_key(&id)
+            || self.done.contains(&id)
+            || self.queued_ids.contains_key(&id)
     }
 
     pub(crate) fn remember_done(&mut self, id: u64) {
@@ -480,7 +483,7 @@ impl Protocol for Paxos {
             ordered: HashMap::new(),
             done: HashSet::new(),
             done_fifo: VecDeque::new(),
-            queued_ids: HashSet::new(),
+            queued_ids: HashMap::new(),
             nonce,
             forward_seq: 0,
             held: VecDeque::new(),

@@ -22,7 +22,7 @@ pub struct Order {
 /// The durable log record: an `A` record, keyed by `n`. A later view's accept at `n` replaces
 /// it (docs/contract.md §1.3). The `C` mark is not written: a delivered order is durable at
 /// the `f + 1` acceptors that acknowledged it, and a restarted replica learns again what is
-/// chosen (docs/protocols/paxos.md §6).
+/// chosen (docs/protocols/paxos.md §2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
     pub n: u64,
@@ -145,7 +145,7 @@ pub enum Msg {
         offset: u64,
         data: Bytes,
     },
-    /// A replica that lost its disk asks for its peers' state (docs/protocols/paxos.md §7).
+    /// A replica that lost its disk asks for its peers' state (docs/protocols/paxos.md §9).
     Recover { nonce: u64 },
     RecoverReply {
         nonce: u64,

@@ -15,7 +15,7 @@ impl Paxos {
     pub fn on_submit(&mut self, commands: Vec<Command>, out: &mut PaxosActions) {
         match self.status {
             Status::Normal if self.is_primary() => {
-                self.enqueue(commands, out);
+                self.enqueue(commands, false, out);
                 self.propose(out);
             }
             Status::Normal => {
@@ -52,7 +52,13 @@ impl Paxos {
 
     /// Queue commands at the primary, dropping those already ordered, executed or queued
     /// (a retransmitted request is never ordered twice), refusing beyond the bound.
-    pub(crate) fn enqueue(&mut self, commands: Vec<Command>, out: &mut PaxosActions) {
+    /// `forwarded`: they came from a backup (REQUEST), not from this replica's clients.
+    pub(crate) fn enqueue(
+        &mut self,
+        commands: Vec<Command>,
+        forwarded: bool,
+        out: &mut PaxosActions,
+    ) {
         for c in commands {
             if self.duplicate(c.id) {
                 continue;
@@ -67,7 +73,7 @@ impl Paxos {
             if self.batch_since.is_none() {
                 self.batch_since = Some(self.now);
             }
-            self.queued_ids.insert(c.id);
+            self.queued_ids.insert(c.id, forwarded);
             self.queue.push_back(c);
         }
     }
@@ -92,7 +98,7 @@ impl Paxos {
                 self.forwards.insert(from, (nonce, seq));
             }
         }
-        self.enqueue(commands, out);
+        self.enqueue(commands, true, out);
         self.propose(out);
     }
 

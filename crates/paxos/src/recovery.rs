@@ -1,4 +1,4 @@
-//! Recovery of a replica that lost its disk (docs/protocols/paxos.md §7). The thesis leaves
+//! Recovery of a replica that lost its disk (docs/protocols/paxos.md §9). The thesis leaves
 //! rebuilding replicas open (pft.md §2.3: "a non-voting member").
 //!
 //! A replica restored with `DurableState::lost` (or still marked `recovering`) may have

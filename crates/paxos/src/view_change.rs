@@ -39,7 +39,10 @@ impl Paxos {
     }
 
     /// Leave the primary's duties: certificates are dropped (acknowledgements count only in
-    /// their view) and commands never ordered wait for the next primary.
+    /// their view). Commands of this replica's clients never ordered wait for the next primary;
+    /// commands a backup forwarded are dropped, as if lost with a connection: handing them on
+    /// from here would give them a second route, and a later command of the same session,
+    /// forwarded by its own replica to the next primary, could overtake them.
     fn step_down(&mut self) {
         self.acks.clear();
         self.proposed_at.clear();
@@ -47,9 +50,11 @@ impl Paxos {
         self.new_view_msg = None;
         self.batch_since = None;
         while let Some(c) = self.queue.pop_front() {
-            self.queued_ids.remove(&c.id);
-            self.held.push_back(c);
+            if self.queued_ids.remove(&c.id) == Some(false) {
+                self.held.push_back(c);
+            }
         }
+        self.queued_ids.clear();
     }
 
     /// `<VIEWCHANGE, v, n, l, P, i>` for the promised view, behind every op issued so far (the
@@ -198,7 +203,7 @@ impl Paxos {
         self.next_heartbeat = self.now + self.opt.heartbeat_us;
         // Commands that waited during the view change are ordered now, after the reissued ones.
         let held: Vec<_> = self.held.drain(..).collect();
-        self.enqueue(held, out);
+        self.enqueue(held, false, out);
         self.advance_commit(out);
         self.propose(out);
     }

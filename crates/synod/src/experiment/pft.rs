@@ -139,53 +139,66 @@ pub fn pft_experiment(quick: bool) -> Result<()> {
     writeln!(
         doc,
         "\n## Catch-up under induced overload (Tables III and IV)\n\nThe thesis overloads one \
-         replica until it drops messages, several times a run. Here one backup loses every \
-         message to and from it for 40 ms, every 400 ms (a silent partition: no connection \
-         breaks), 10 closed-loop clients each attached to one replica, 4 s measured, a checkpoint every 2,000 commands. \
-         `catch-ups` counts catch-up episodes, `orders` the orders they fetched, `transfers` \
-         the state transfers (all replicas, per run).\n\n| N | scheme | thesis ops/s | thesis ms | thesis catch-ups | thesis transfers | ops/s | ms | catch-ups | orders | transfers | view changes |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+         replica until it drops messages, several times a run. Here one backup (n3) loses \
+         every message to and from it for 40 ms, every 400 ms (a silent partition: no \
+         connection breaks), 10 closed-loop clients, 4 s measured, a checkpoint every 2,000 \
+         commands. Clients either stay with one replica (`sticky`, as a ZooKeeper session \
+         does) or move to the next replica after every request (`rr`: every client passes \
+         through the lagging replica, as every PFT request reaches every replica). \
+         `catch-ups` counts catch-up episodes of all replicas, `ms each` their mean duration, \
+         `orders` the orders they fetched, `transfers` the state transfers (per run).\n\n\
+         | N | scheme | thesis ops/s | thesis ms | thesis catch-ups (ms) | thesis transfers | clients | ops/s | mean ms | p99 ms | catch-ups | ms each | orders | transfers | view changes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )?;
-    let thesis34: &[(usize, CatchUp, f64, f64, u64, u64)] = &[
-        (5, CatchUp::Mbq, 1955.0, 4.3, 6, 2),
-        (5, CatchUp::Pbq, 1595.0, 4.6, 10, 1),
-        (5, CatchUp::None, 731.0, 7.1, 0, 20),
-        (7, CatchUp::Mbq, 1388.0, 4.0, 6, 5),
-        (7, CatchUp::Pbq, 1250.0, 4.2, 8, 2),
-        (7, CatchUp::None, 568.0, 6.3, 0, 20),
+    let thesis34: &[(usize, CatchUp, f64, f64, u64, u64, u64)] = &[
+        (5, CatchUp::Mbq, 1955.0, 4.3, 6, 3, 2),
+        (5, CatchUp::Pbq, 1595.0, 4.6, 10, 16, 1),
+        (5, CatchUp::None, 731.0, 7.1, 0, 0, 20),
+        (7, CatchUp::Mbq, 1388.0, 4.0, 6, 6, 5),
+        (7, CatchUp::Pbq, 1250.0, 4.2, 8, 16, 2),
+        (7, CatchUp::None, 568.0, 6.3, 0, 0, 20),
     ];
-    for &(n, scheme, t_ops, t_ms, t_cu, t_st) in thesis34 {
-        let mut cfg = lan(n, 10, 4);
-        // Each client stays with its replica, as a ZooKeeper session does.
-        cfg.workload.round_robin = false;
-        // n3 (index 2) is a backup of view 1, whose primary is n2.
-        let mut t = 1_000_000;
-        while t < 5_000_000 {
-            cfg.script.push(Scripted {
-                kind: FaultKind::Partition,
-                start_us: t,
-                end_us: t + 40_000,
-                targets: vec![2],
-                factor: 1,
-            });
-            t += 400_000;
+    for &(n, scheme, t_ops, t_ms, t_cu, t_cu_ms, t_st) in thesis34 {
+        for rr in [false, true] {
+            let mut cfg = lan(n, 10, 4);
+            cfg.workload.round_robin = rr;
+            // n3 (index 2) is a backup of view 1, whose primary is n2.
+            let mut t = 1_000_000;
+            while t < 5_000_000 {
+                cfg.script.push(Scripted {
+                    kind: FaultKind::Partition,
+                    start_us: t,
+                    end_us: t + 40_000,
+                    targets: vec![2],
+                    factor: 1,
+                });
+                t += 400_000;
+            }
+            let r = run(&cfg, seeds, &|o| o.catch_up = scheme)?;
+            let episodes = gauge(&r, "paxos_catch_ups") * n as f64;
+            let p99 = r
+                .latency
+                .as_ref()
+                .map_or(0.0, |h| h.value_at_quantile(0.99) as f64 / 1000.0);
+            writeln!(
+                doc,
+                "| {n} | {} | {t_ops:.0} | {t_ms:.1} | {t_cu} ({t_cu_ms}) | {t_st} | {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} |",
+                scheme.name(),
+                if rr { "rr" } else { "sticky" },
+                throughput(&r),
+                latency_ms(&r),
+                p99,
+                episodes,
+                gauge(&r, "paxos_catch_up_us") * n as f64 / 1000.0 / episodes.max(1.0),
+                gauge(&r, "paxos_catch_up_orders") * n as f64,
+                gauge(&r, "paxos_state_transfers") * n as f64,
+                gauge(&r, "paxos_view_changes") * n as f64 - n as f64,
+            )?;
+            eprintln!(
+                "pft: catch-up N={n} {} rr={rr}: {:.0} ops/s",
+                scheme.name(),
+                throughput(&r)
+            );
         }
-        let r = run(&cfg, seeds, &|o| o.catch_up = scheme)?;
-        writeln!(
-            doc,
-            "| {n} | {} | {t_ops:.0} | {t_ms:.1} | {t_cu} | {t_st} | {:.0} | {:.2} | {:.1} | {:.0} | {:.1} | {:.1} |",
-            scheme.name(),
-            throughput(&r),
-            latency_ms(&r),
-            gauge(&r, "paxos_catch_ups") * n as f64,
-            gauge(&r, "paxos_catch_up_orders") * n as f64,
-            gauge(&r, "paxos_state_transfers") * n as f64,
-            gauge(&r, "paxos_view_changes") * n as f64 - n as f64,
-        )?;
-        eprintln!(
-            "pft: catch-up N={n} {}: {:.0} ops/s",
-            scheme.name(),
-            throughput(&r)
-        );
     }
 
     // ---- view change (Fig. 14-16) ----
