@@ -549,7 +549,7 @@ impl Protocol for Paxos {
             Input::Message { from, msg } => self.on_message(from, msg, out),
             Input::Timeout => self.on_timeout(out),
             Input::Durable { upto } => self.on_durable(upto, out),
-            Input::Disconnected { peer } => self.on_disconnected(peer),
+            Input::Disconnected { peer } => self.on_disconnected(peer, out),
             Input::Compact(s) => self.on_compact(s, out),
         }
         self.report_view(out);
@@ -659,12 +659,10 @@ impl Paxos {
         self.execute(out);
     }
 
-    fn on_disconnected(&mut self, peer: NodeId) {
+    fn on_disconnected(&mut self, peer: NodeId, out: &mut PaxosActions) {
         if self.transfer.as_ref().is_some_and(|t| t.from == peer) {
-            // Resume from another replica at the next retry.
-            if let Some(t) = &mut self.transfer {
-                t.asked_at = 0;
-            }
+            // Resume at once from another replica, at the offset reached.
+            self.retry_transfer(out);
         }
     }
 }

@@ -171,7 +171,7 @@ impl Paxos {
     /// is the view it had installed, as a backup of that view.
     pub(crate) fn recovery_durable(&mut self, out: &mut PaxosActions) {
         let Some(r) = &self.recovery else { return };
-        if !r.finishing.is_some_and(|s| s <= self.durable_upto) {
+        if r.finishing.is_none_or(|s| s > self.durable_upto) {
             return;
         }
         self.recovery = None;
