@@ -13,8 +13,8 @@
 //!   range says so (`base`), and the requester pulls a state transfer from it.
 
 use crate::normal::same_ids;
-use crate::{Accepted, Bug, CatchUp, Msg, Order, Paxos, PaxosActions, Slot, Status};
-use synod_core::{Dest, NodeId, StorageOp};
+use crate::{Bug, CatchUp, Msg, Order, Paxos, PaxosActions, Status};
+use synod_core::{Dest, NodeId};
 
 impl Paxos {
     /// PBQ: ask the primary for `expected..=received` (at most once per retry interval).
@@ -128,8 +128,7 @@ impl Paxos {
         if base > self.exec_n && !self.log.get(&(self.exec_n + 1)).is_some_and(|s| s.chosen) {
             self.request_transfer(from, base, out);
         }
-        let mut records = Vec::new();
-        let mut slots = Vec::new();
+        let mut keep = Vec::new();
         for o in orders {
             if o.n <= self.exec_n || o.n <= self.base {
                 continue;
@@ -154,11 +153,10 @@ impl Paxos {
                     );
                 }
                 let view = o.view.max(old.map_or(0, |s| s.view));
-                slots.push((o.n, view, o.commands.clone(), true));
-                records.push(Accepted {
-                    n: o.n,
+                keep.push(Order {
                     view,
-                    commands: o.commands,
+                    chosen: true,
+                    ..o
                 });
             } else if self.status == Status::Normal
                 && o.view == self.hard.installed
@@ -167,30 +165,14 @@ impl Paxos {
                 // An A record of the installed view: as good as the primary's ACCEPT, but no
                 // acknowledgement and no execution until that view's COMMIT covers it.
                 let chosen = self.commit_heard.0 == o.view && o.n <= self.commit_heard.1;
-                slots.push((o.n, o.view, o.commands.clone(), chosen));
-                records.push(Accepted {
-                    n: o.n,
-                    view: o.view,
-                    commands: o.commands,
-                });
+                keep.push(Order { chosen, ..o });
             }
         }
-        if records.is_empty() {
+        if keep.is_empty() {
             return;
         }
-        self.counters.catch_up_orders += records.len() as u64;
-        let s = self.persist(StorageOp::Append(records), out);
-        for (n, view, commands, chosen) in slots {
-            self.put_slot(
-                n,
-                Slot {
-                    view,
-                    commands,
-                    chosen,
-                    seq: s,
-                },
-            );
-        }
+        self.counters.catch_up_orders += keep.len() as u64;
+        self.log_orders(keep, out);
         self.next_query = self.now;
         self.execute(out);
         if self.opt.catch_up == CatchUp::Pbq && self.has_hole_below(self.commit_heard.1) {

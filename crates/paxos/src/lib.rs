@@ -375,6 +375,36 @@ impl Paxos {
         self.log.insert(n, slot);
     }
 
+    /// Log orders with one `Append` (A records: view and batch; the chosen mark stays in
+    /// memory) and hold them in the log. Returns the storage op's sequence number (0 when
+    /// there is nothing to log).
+    pub(crate) fn log_orders(&mut self, orders: Vec<Order>, out: &mut PaxosActions) -> u64 {
+        if orders.is_empty() {
+            return 0;
+        }
+        let records = orders
+            .iter()
+            .map(|o| Accepted {
+                n: o.n,
+                view: o.view,
+                commands: o.commands.clone(),
+            })
+            .collect();
+        let s = self.persist(StorageOp::Append(records), out);
+        for o in orders {
+            self.put_slot(
+                o.n,
+                Slot {
+                    view: o.view,
+                    commands: o.commands,
+                    chosen: o.chosen,
+                    seq: s,
+                },
+            );
+        }
+        s
+    }
+
     /// Whether the primary must not order `id`: it is in the log, executed recently, or queued.
     pub(crate) fn duplicate(&self, id: u64) -> bool {
         self.ordered.contains_key(&id)

@@ -6,8 +6,8 @@
 //! and multicasts COMMIT(v, upto); every replica executes in `n` order, a hole blocking.
 
 use crate::msg::{tag, MAX_BATCH};
-use crate::{Accepted, Batching, Bug, Msg, Paxos, PaxosActions, Slot, Status};
-use synod_core::{Apply, Command, Dest, Event, NodeId, Position, Reject, StorageOp};
+use crate::{Batching, Bug, Msg, Order, Paxos, PaxosActions, Status};
+use synod_core::{Apply, Command, Dest, Event, NodeId, Position, Reject};
 
 impl Paxos {
     /// Commands submitted at this replica: the primary queues them for ordering, a backup
@@ -177,23 +177,13 @@ impl Paxos {
         let view = self.hard.installed;
         self.counters.batches += 1;
         self.counters.batched_commands += commands.len() as u64;
-        let s = self.persist(
-            StorageOp::Append(vec![Accepted {
-                n,
-                view,
-                commands: commands.clone(),
-            }]),
-            out,
-        );
-        self.put_slot(
+        let order = Order {
             n,
-            Slot {
-                view,
-                commands: commands.clone(),
-                chosen: false,
-                seq: s,
-            },
-        );
+            view,
+            chosen: false,
+            commands: commands.clone(),
+        };
+        self.log_orders(vec![order], out);
         self.acks.insert(n, Vec::new());
         self.proposed_at.insert(n, self.now);
         // ACCEPT leaves at once, in parallel with the primary's own write; its own ack counts
@@ -253,25 +243,15 @@ impl Paxos {
                 return;
             }
         }
-        let s = self.persist(
-            StorageOp::Append(vec![Accepted {
-                n,
-                view,
-                commands: commands.clone(),
-            }]),
-            out,
-        );
         let chosen = self.log.get(&n).is_some_and(|o| o.chosen)
             || (self.commit_heard.0 == view && n <= self.commit_heard.1);
-        self.put_slot(
+        let order = Order {
             n,
-            Slot {
-                view,
-                commands,
-                chosen,
-                seq: s,
-            },
-        );
+            view,
+            chosen,
+            commands,
+        };
+        let s = self.log_orders(vec![order], out);
         self.waiting_since.entry(n).or_insert(self.now);
         let ack = Msg::AcceptAck { view, n };
         self.send(Dest::One(from), ack, s, out);

@@ -13,9 +13,9 @@
 //! new promise, and rejoins as a replica in a view change for that promise, so it accepts
 //! nothing below it.
 
-use crate::{Accepted, Msg, Order, Paxos, PaxosActions, Slot, Status};
+use crate::{Msg, Order, Paxos, PaxosActions, Status};
 use std::collections::BTreeMap;
-use synod_core::{Dest, NodeId, StorageOp};
+use synod_core::{Dest, NodeId};
 
 #[derive(Debug)]
 pub struct Recovery {
@@ -134,28 +134,7 @@ impl Paxos {
             }
         }
         let merged: Vec<Order> = merged.into_values().cloned().collect();
-        if !merged.is_empty() {
-            let records = merged
-                .iter()
-                .map(|o| Accepted {
-                    n: o.n,
-                    view: o.view,
-                    commands: o.commands.clone(),
-                })
-                .collect();
-            let s = self.persist(StorageOp::Append(records), out);
-            for o in merged {
-                self.put_slot(
-                    o.n,
-                    Slot {
-                        view: o.view,
-                        commands: o.commands,
-                        chosen: o.chosen,
-                        seq: s,
-                    },
-                );
-            }
-        }
+        self.log_orders(merged, out);
         self.next_n = self.log.keys().next_back().map_or(self.exec_n, |&n| n) + 1;
         self.hard.promised = promised;
         self.hard.recovering = false;

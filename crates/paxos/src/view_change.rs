@@ -14,9 +14,9 @@
 
 use crate::msg::ViewReport;
 use crate::normal::same_ids;
-use crate::{Accepted, Bug, Msg, Order, Paxos, PaxosActions, Slot, Status};
+use crate::{Bug, Msg, Order, Paxos, PaxosActions, Status};
 use std::collections::BTreeMap;
-use synod_core::{Dest, NodeId, StorageOp};
+use synod_core::{Dest, NodeId};
 
 impl Paxos {
     /// Promise view `v` (durably) and multicast VIEWCHANGE behind the promise.
@@ -148,40 +148,11 @@ impl Paxos {
         orders: Vec<Order>,
         out: &mut PaxosActions,
     ) {
-        let mut records = Vec::new();
-        for o in &orders {
-            if o.n <= self.exec_n || o.n <= self.base {
-                continue;
-            }
-            records.push(Accepted {
-                n: o.n,
-                view: v,
-                commands: o.commands.clone(),
-            });
-        }
-        let s = if records.is_empty() {
-            0
-        } else {
-            self.persist(StorageOp::Append(records), out)
-        };
         let n_max = orders.last().map_or(base, |o| o.n);
-        for o in &orders {
-            if o.n <= self.exec_n || o.n <= self.base {
-                continue;
-            }
-            let chosen = self.keep_chosen(o);
-            self.put_slot(
-                o.n,
-                Slot {
-                    view: v,
-                    commands: o.commands.clone(),
-                    chosen,
-                    seq: s,
-                },
-            );
+        for (n, chosen) in self.log_reissued(v, &orders, out) {
             if !chosen {
-                self.acks.insert(o.n, Vec::new());
-                self.proposed_at.insert(o.n, self.now);
+                self.acks.insert(n, Vec::new());
+                self.proposed_at.insert(n, self.now);
             }
         }
         self.hard.installed = v;
@@ -206,6 +177,34 @@ impl Paxos {
         self.enqueue(held, false, out);
         self.advance_commit(out);
         self.propose(out);
+    }
+
+    /// Log NEWVIEW's orders as accepts of view `v` (those this replica has not executed),
+    /// replacing what the log holds at their numbers; returns each number logged and whether
+    /// its order was already known chosen here.
+    fn log_reissued(
+        &mut self,
+        v: u64,
+        orders: &[Order],
+        out: &mut PaxosActions,
+    ) -> Vec<(u64, bool)> {
+        let mut logged = Vec::new();
+        let mut keep = Vec::new();
+        for o in orders {
+            if o.n <= self.exec_n || o.n <= self.base {
+                continue;
+            }
+            let chosen = self.keep_chosen(o);
+            logged.push((o.n, chosen));
+            keep.push(Order {
+                n: o.n,
+                view: v,
+                chosen,
+                commands: o.commands.clone(),
+            });
+        }
+        self.log_orders(keep, out);
+        logged
     }
 
     /// Whether the order reissued at `o.n` was already known chosen here (then it must be the
@@ -254,36 +253,8 @@ impl Paxos {
         self.hard.promised = v;
         self.hard.installed = v;
         self.status = Status::Normal;
-        let mut records = Vec::new();
-        for o in &orders {
-            if o.n > self.exec_n && o.n > self.base {
-                records.push(Accepted {
-                    n: o.n,
-                    view: v,
-                    commands: o.commands.clone(),
-                });
-            }
-        }
-        let s = if records.is_empty() {
-            0
-        } else {
-            self.persist(StorageOp::Append(records), out)
-        };
-        for o in &orders {
-            if o.n <= self.exec_n || o.n <= self.base {
-                continue;
-            }
-            let chosen = self.keep_chosen(o);
-            self.put_slot(
-                o.n,
-                Slot {
-                    view: v,
-                    commands: o.commands.clone(),
-                    chosen,
-                    seq: s,
-                },
-            );
-            self.waiting_since.entry(o.n).or_insert(self.now);
+        for (n, _) in self.log_reissued(v, &orders, out) {
+            self.waiting_since.entry(n).or_insert(self.now);
         }
         let after = self.set_hard(out);
         for o in &orders {

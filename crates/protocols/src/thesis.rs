@@ -15,6 +15,17 @@ pub fn thesis_cost() -> CostModel {
     }
 }
 
+/// A 100 Mbit/s switched Ethernet LAN, one NIC per node, a few hundred µs a hop before
+/// queueing: the testbed of both theses (zab.md §8.2, pft.md §5.1).
+pub fn lan_100mbit() -> NetModel {
+    NetModel {
+        latency_min_us: 100,
+        latency_max_us: 300,
+        bandwidth_bytes_per_s: 12_500_000,
+        wan: None,
+    }
+}
+
 /// The thesis's testbed (zab.md §8.2–8.3): 100 Mbit/s switched Ethernet (one NIC per node),
 /// JGroups over UDP (a few hundred µs a hop before queueing), 1 KB requests, 250 closed-loop
 /// clients sending each request to the next server in turn, zero wait or a wait uniform on
@@ -23,12 +34,7 @@ pub fn thesis_cost() -> CostModel {
 pub fn testbed(n: usize, wr: u32, wait: bool, clients: usize, cost: &CostModel) -> SimConfig<()> {
     let mut cfg = SimConfig::new(n, 0, ());
     cfg.faults = FaultSet::none();
-    cfg.net = NetModel {
-        latency_min_us: 100,
-        latency_max_us: 300,
-        bandwidth_bytes_per_s: 12_500_000,
-        wan: None,
-    };
+    cfg.net = lan_100mbit();
     cfg.disk = DiskModel {
         fsync_min_us: 1,
         fsync_max_us: 5,

@@ -8,19 +8,14 @@ use std::fmt::Write as _;
 use synod_paxos::{Batching, CatchUp, Options};
 use synod_protocols::{paxos::run_seeds_with, run_named_seeds};
 use synod_sim::faults::Scripted;
-use synod_sim::{CostModel, FaultKind, FaultSet, NetModel, Report, SimConfig};
+use synod_sim::{CostModel, FaultKind, FaultSet, Report, SimConfig};
 
 /// The thesis's LAN (100 Mbit/s switched Ethernet) with a per-message CPU cost, 1 KB requests,
 /// closed-loop clients without think time, measured after a warm-up.
 fn lan(n: usize, clients: usize, secs: u64) -> SimConfig<()> {
     let mut cfg = SimConfig::new(n, 0, ());
     cfg.faults = FaultSet::none();
-    cfg.net = NetModel {
-        latency_min_us: 100,
-        latency_max_us: 300,
-        bandwidth_bytes_per_s: 12_500_000,
-        wan: None,
-    };
+    cfg.net = synod_protocols::thesis::lan_100mbit();
     cfg.cost = CostModel {
         receive_ns: 30_000,
         send_ns: 30_000,
