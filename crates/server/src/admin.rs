@@ -6,6 +6,7 @@
 //! integration tests.
 
 use crate::host::{Applied, GroupHandle, Status, SubmitError};
+use crate::machine::ZooKeeper;
 use crate::metrics::Metrics;
 use crate::register::{Register, RegisterCmd};
 use axum::body::Bytes;
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use synod_core::wire::Wire;
-use synod_zk::machine::{Reply, Txn, ZkMachine};
+use synod_zk::machine::{Reply, Txn};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
@@ -33,7 +34,7 @@ pub struct AdminState {
     pub status: Arc<Mutex<Status>>,
     pub metrics: Arc<Metrics>,
     /// The ZooKeeper group's tree, and the group.
-    pub machine: Arc<Mutex<ZkMachine>>,
+    pub machine: Arc<Mutex<ZooKeeper>>,
     pub zookeeper: GroupHandle,
     pub registers: BTreeMap<u32, RegisterGroup>,
     pub max_key_bytes: usize,
@@ -248,12 +249,18 @@ async fn replicate(s: &AdminState, key: String, op: impl FnOnce(String) -> Txn) 
             } else {
                 StatusCode::CONFLICT
             };
+            let zxid = s
+                .machine
+                .lock()
+                .expect("machine")
+                .zxids()
+                .zxid(applied.at.tag);
             (
                 code,
                 [("content-type", "application/json")],
                 format!(
-                    "{{\"slot\":{},\"zxid\":{},\"err\":{}}}\n",
-                    applied.at.slot, applied.at.tag, reply.err
+                    "{{\"slot\":{},\"zxid\":{zxid},\"err\":{}}}\n",
+                    applied.at.slot, reply.err
                 ),
             )
                 .into_response()

@@ -1,11 +1,13 @@
 //! The groups a node runs, built from its configuration and its log: for each, the protocol
-//! core restored from its durable state, its state machine restored from its snapshot, and the
-//! decoder of its peer messages. This is the server's registry of protocols and machines.
+//! core (Zab or PFT Multi-Paxos, by the group's protocol name; crate::protocol) restored from
+//! its durable state, its state machine restored from its snapshot, and the decoder of its
+//! peer messages. This is the server's registry of protocols and machines.
 
 use crate::config::Config;
 use crate::host::group::{Group, GroupParts, GroupRunner};
-use crate::machine::StateMachine;
+use crate::machine::{StateMachine, ZooKeeper};
 use crate::metrics::Metrics;
+use crate::protocol::{Family, Zxids};
 use crate::register::Register;
 use crate::transport::{Decoder, PeerMsg};
 use anyhow::{anyhow, bail, Context, Result};
@@ -14,10 +16,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use synod_core::wire::Wire;
-use synod_core::{Cluster, GroupId, NodeId, Protocol, View};
+use synod_core::{Cluster, GroupId, LogRecord, MessageKind, NodeId, Protocol, View};
 use synod_log::{Recovery, Replayed};
-use synod_zab::{Entry, Hard, Zab};
-use synod_zk::machine::ZkMachine;
+use synod_paxos::Paxos;
+use synod_zab::Zab;
 use tokio::sync::watch;
 use tracing::info;
 
@@ -34,8 +36,17 @@ pub(crate) struct Built {
     pub protocols: Vec<(GroupId, String)>,
     /// The members of every group of the cluster.
     pub routes: BTreeMap<GroupId, Vec<NodeId>>,
-    pub zookeeper: Served<ZkMachine>,
+    pub zookeeper: Served<ZooKeeper>,
     pub registers: BTreeMap<GroupId, Served<Register>>,
+}
+
+/// What one group is, before it is built.
+struct Spec<'a> {
+    id: GroupId,
+    protocol: &'a str,
+    family: Family,
+    members: Vec<NodeId>,
+    machine_kind: &'static str,
 }
 
 /// Build every group this node runs. Refuses a log that holds a group the configuration does
@@ -48,55 +59,49 @@ pub(crate) fn build(
 ) -> Result<Built> {
     let me = cfg.node_id;
     let all: Vec<NodeId> = cfg.members()?.keys().copied().collect();
+    let family =
+        |p: &str| Family::of(p).ok_or_else(|| anyhow!("'{p}' is not a protocol of this server"));
+    let zk = Spec {
+        id: 0,
+        protocol: &cfg.protocol,
+        family: family(&cfg.protocol)?,
+        members: all.clone(),
+        machine_kind: "zookeeper",
+    };
     let mut built = Built {
         runners: Vec::new(),
         decoders: HashMap::new(),
         protocols: Vec::new(),
         routes: BTreeMap::new(),
         zookeeper: Served {
-            machine: Arc::new(Mutex::new(ZkMachine::default())),
+            machine: Arc::new(Mutex::new(ZooKeeper::new(Zxids::Tag))),
             view: watch::channel(View::default()).1,
         },
         registers: BTreeMap::new(),
     };
-    built.routes.insert(0, all.clone());
+    built.routes.insert(0, all);
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
-    let (runner, served) = zab_group(
-        cfg,
-        0,
-        &cfg.protocol,
-        all,
-        "zookeeper",
-        ZkMachine::default(),
-        wal_dir,
-        zk_ops,
-        metrics,
-    )?;
-    built.runners.push(runner);
+    let machine = ZooKeeper::new(zk.family.zxids());
+    let served = group(cfg, &zk, machine, wal_dir, zk_ops, metrics, &mut built)?;
     built.zookeeper = served;
-    built.protocols.push((0, cfg.protocol.clone()));
     for g in &cfg.groups {
         let members = cfg.group_members(g);
         built.routes.insert(g.id, members.clone());
         if !members.contains(&me) {
             continue;
         }
-        let protocol = g.protocol.clone().unwrap_or_else(|| cfg.protocol.clone());
-        let ops = recovery.groups.remove(&g.id).unwrap_or_default();
-        let (runner, served) = zab_group(
-            cfg,
-            g.id,
-            &protocol,
+        let protocol = g.protocol.as_deref().unwrap_or(&cfg.protocol);
+        let spec = Spec {
+            id: g.id,
+            protocol,
+            family: family(protocol)?,
             members,
-            "register",
-            Register::new(g.id),
-            wal_dir,
-            ops,
-            metrics,
-        )?;
-        built.runners.push(runner);
+            machine_kind: "register",
+        };
+        let ops = recovery.groups.remove(&g.id).unwrap_or_default();
+        let machine = Register::new(g.id);
+        let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
         built.registers.insert(g.id, served);
-        built.protocols.push((g.id, protocol));
     }
     if let Some((&g, _)) = recovery.groups.iter().next() {
         bail!(
@@ -106,28 +111,69 @@ pub(crate) fn build(
             wal_dir.display()
         );
     }
-    let zab: Decoder = Arc::new(|b| synod_zab::Msg::from_bytes(b).map(|m| Box::new(m) as PeerMsg));
-    for (id, _) in &built.protocols {
-        built.decoders.insert(*id, zab.clone());
-    }
     Ok(built)
 }
 
-/// A group running Zab (or a variant) over state machine `S`.
-#[allow(clippy::too_many_arguments)]
-fn zab_group<S: StateMachine>(
+/// Build one group with its protocol's core and decoder, and record it in `built`.
+fn group<S: StateMachine>(
     cfg: &Config,
-    id: GroupId,
-    protocol: &str,
-    members: Vec<NodeId>,
-    machine_kind: &str,
+    spec: &Spec,
+    machine: S,
+    wal_dir: &Path,
+    ops: Vec<Replayed>,
+    metrics: &Arc<Metrics>,
+    built: &mut Built,
+) -> Result<Served<S>> {
+    let p = spec.protocol;
+    let (runner, served, decoder) = match spec.family {
+        Family::Zab => {
+            let opt = cfg.zab_options(p);
+            let (r, s) = restore::<Zab, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
+            (r, s, decoder::<synod_zab::Msg>())
+        }
+        Family::Paxos => {
+            let opt = cfg.paxos_options(p);
+            let (r, s) = restore::<Paxos, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
+            (r, s, decoder::<synod_paxos::Msg>())
+        }
+    };
+    built.runners.push(runner);
+    built.decoders.insert(spec.id, decoder);
+    built.protocols.push((spec.id, p.to_string()));
+    Ok(served)
+}
+
+/// The decoder of a protocol's peer messages.
+fn decoder<M: Wire + Send + 'static>() -> Decoder {
+    Arc::new(|b| M::from_bytes(b).map(|m| Box::new(m) as PeerMsg))
+}
+
+/// A group running core `P` over state machine `S`, restored from its records in the log.
+fn restore<P, S>(
+    cfg: &Config,
+    spec: &Spec,
+    options: P::Options,
     mut machine: S,
     wal_dir: &Path,
     ops: Vec<Replayed>,
     metrics: &Arc<Metrics>,
-) -> Result<(Box<dyn GroupRunner>, Served<S>)> {
-    let durable = synod_log::typed::rebuild::<Entry, Hard>(wal_dir, id, ops)
-        .with_context(|| format!("cannot recover group {id} from its log"))?;
+) -> Result<(Box<dyn GroupRunner>, Served<S>)>
+where
+    P: Protocol + Send + 'static,
+    P::Message: Wire + MessageKind + Send + 'static,
+    P::Record: LogRecord + Wire + Send + 'static,
+    P::Hard: Wire + Send + 'static,
+    S: StateMachine,
+{
+    let (id, protocol) = (spec.id, spec.protocol);
+    let durable =
+        synod_log::typed::rebuild::<P::Record, P::Hard>(wal_dir, id, ops).with_context(|| {
+            format!(
+                "cannot recover group {id} from its log as protocol {protocol} (a log written \
+                 by another protocol family cannot be read: the data directory's identity.toml \
+                 names the protocol it was written by)"
+            )
+        })?;
     if let Some(s) = &durable.snapshot {
         machine.restore(s).map_err(|e| {
             anyhow!(
@@ -143,15 +189,15 @@ fn zab_group<S: StateMachine>(
         log_records = durable.records.len(),
         "recovered from the data directory"
     );
-    let cluster = Cluster::new(cfg.node_id, members.clone());
-    let core = Zab::restore(cluster, cfg.zab_options(protocol), durable, rand::random());
+    let cluster = Cluster::new(cfg.node_id, spec.members.clone());
+    let core = P::restore(cluster, options, durable, rand::random());
     let (view_tx, view_rx) = watch::channel(core.view());
     let machine = Arc::new(Mutex::new(machine));
     let group = Group::new(GroupParts {
         id,
         protocol: protocol.to_string(),
-        machine_kind: machine_kind.to_string(),
-        members,
+        machine_kind: spec.machine_kind.to_string(),
+        members: spec.members.clone(),
         core,
         machine: machine.clone(),
         view: view_tx,
@@ -169,4 +215,101 @@ fn zab_group<S: StateMachine>(
             view: view_rx,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use synod_core::{Command, StorageOp};
+    use synod_log::{FsyncPolicy, Wal, WalOptions};
+
+    fn config(dir: &Path, protocol: &str) -> Config {
+        let o: Vec<String> = [
+            "cluster_id=test",
+            "node_id=1",
+            "peers.1=\"127.0.0.1:2881\"",
+            "admin_addr=\"127.0.0.1:9181\"",
+            &format!("data_dir={:?}", dir.display().to_string()),
+            &format!("protocol={protocol}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        Config::load(None, &o).unwrap()
+    }
+
+    /// Write `ops` of group 0 to a log in `dir`, and replay it as a start would.
+    fn log<R: LogRecord + Wire, H: Wire>(dir: &Path, ops: &[StorageOp<R, H>]) -> Recovery {
+        let opts = WalOptions {
+            dir: dir.to_path_buf(),
+            segment_bytes: 1 << 20,
+            fsync: FsyncPolicy::Never,
+            preallocate_bytes: 0,
+        };
+        let (mut wal, _) = Wal::open(opts.clone()).unwrap();
+        let ops: Vec<_> = ops.iter().map(|o| synod_log::typed::encode(0, o)).collect();
+        wal.write_batch(&ops).unwrap();
+        drop(wal);
+        Wal::open(opts).unwrap().1
+    }
+
+    fn build_error(dir: &Path, protocol: &str, recovery: Recovery) -> String {
+        let metrics = Arc::new(Metrics::new(Default::default()));
+        match build(&config(dir, protocol), dir, recovery, &metrics) {
+            Ok(_) => panic!("{protocol} read a log of another protocol"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn a_log_of_one_family_is_refused_by_the_other_with_the_reason() {
+        let cmd = Command {
+            id: 7,
+            payload: Bytes::from_static(b"create /a"),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let zab: Vec<StorageOp<synod_zab::Entry, synod_zab::Hard>> = vec![
+            StorageOp::SetHard(synod_zab::Hard {
+                accepted_epoch: 2,
+                accepted_leader: 1,
+                current_epoch: 2,
+                ..Default::default()
+            }),
+            StorageOp::Append(vec![synod_zab::Entry {
+                zxid: synod_zab::Zxid {
+                    epoch: 2,
+                    counter: 1,
+                },
+                slot: 1,
+                command: cmd.clone(),
+            }]),
+        ];
+        let recovery = log(dir.path(), &zab);
+        let e = build_error(dir.path(), "paxos", recovery);
+        assert!(
+            e.contains("cannot recover group 0 from its log as protocol paxos")
+                && e.contains("another protocol"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let paxos: Vec<StorageOp<synod_paxos::Accepted, synod_paxos::Hard>> = vec![
+            StorageOp::SetHard(synod_paxos::Hard {
+                promised: 1,
+                installed: 1,
+                recovering: false,
+            }),
+            StorageOp::Append(vec![synod_paxos::Accepted {
+                n: 1,
+                view: 1,
+                commands: vec![cmd],
+            }]),
+        ];
+        let recovery = log(dir.path(), &paxos);
+        let e = build_error(dir.path(), "zab", recovery);
+        assert!(
+            e.contains("cannot recover group 0 from its log as protocol zab"),
+            "{e}"
+        );
+    }
 }

@@ -9,6 +9,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use synod_core::NodeId;
 
+use crate::protocol::{check_protocol, Family};
+pub use crate::protocol::{PaxosBatch, PaxosTuning};
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -16,7 +19,9 @@ pub struct Config {
     pub cluster_id: String,
     /// This replica's id (a key of `peers`).
     pub node_id: NodeId,
-    /// Replication protocol of the ZooKeeper group (group 0): `zab` or a Zab variant.
+    /// Replication protocol of the ZooKeeper group (group 0), and the default of `[[groups]]`:
+    /// `zab`, a Zab variant, or PFT Multi-Paxos (`paxos`, `paxos-mbq`, `paxos-none`); see
+    /// crate::protocol.
     #[serde(default = "default_protocol")]
     pub protocol: String,
     /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`.
@@ -65,6 +70,8 @@ pub struct Config {
     #[serde(default)]
     pub zab: ZabTuning,
     #[serde(default)]
+    pub paxos: PaxosTuning,
+    #[serde(default)]
     pub zookeeper: ZkTuning,
     /// Delay and bandwidth emulated on every peer link (benchmarks on one machine); off by
     /// default.
@@ -104,7 +111,8 @@ impl LinkEmulationConfig {
         }
     }
 
-    fn validate(&self, zab: &ZabTuning) -> Result<()> {
+    /// `paxos`: the PFT timers when a group runs PFT.
+    fn validate(&self, zab: &ZabTuning, paxos: Option<&PaxosTuning>) -> Result<()> {
         for (key, v) in [("delay_ms", self.delay_ms), ("jitter_ms", self.jitter_ms)] {
             if !v.is_finite() || !(0.0..=LINK_DELAY_MS_MAX).contains(&v) {
                 bail!("config key link_emulation.{key}: {v} is outside 0..={LINK_DELAY_MS_MAX}");
@@ -128,6 +136,16 @@ impl LinkEmulationConfig {
                  zab.leader_timeout_ms ({timeout_ms} ms); raise those timeouts (and \
                  zab.discovery_timeout_ms) for large delays"
             );
+        }
+        if let Some(p) = paxos {
+            let timeout_ms = p.view_change_timeout_ms as f64;
+            if round_trip_ms >= timeout_ms / 2.0 {
+                bail!(
+                    "config key link_emulation.delay_ms: a round trip of 2 × (delay_ms + \
+                     jitter_ms) = {round_trip_ms} ms must be under half of \
+                     paxos.view_change_timeout_ms ({timeout_ms} ms); raise it for large delays"
+                );
+            }
         }
         Ok(())
     }
@@ -432,7 +450,10 @@ impl Config {
         if self.batch.max_commands as u64 > self.zab.max_inflight {
             bail!("config key batch.max_commands: must not exceed zab.max_inflight");
         }
-        self.link_emulation.validate(&self.zab)?;
+        self.paxos
+            .validate(self.batch.max_commands, self.protocols())?;
+        self.link_emulation
+            .validate(&self.zab, self.runs(Family::Paxos).then_some(&self.paxos))?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, g) in self.groups.iter().enumerate() {
             let key = format!("groups[{i}]");
@@ -500,49 +521,6 @@ impl Config {
     pub fn peer_listen_addr(&self) -> SocketAddr {
         self.peer_addr
             .unwrap_or_else(|| self.members().expect("validated")[&self.node_id])
-    }
-
-    /// Zab's options for a group running `protocol` (a Zab variant's name).
-    pub fn zab_options(&self, protocol: &str) -> synod_zab::Options {
-        let z = &self.zab;
-        let (variant, coin) = synod_zab::variant::Variant::protocol(protocol)
-            .unwrap_or((synod_zab::variant::Variant::Zab, Default::default()));
-        synod_zab::Options {
-            heartbeat_us: z.heartbeat_ms * 1_000,
-            follower_timeout_us: z.follower_timeout_ms * 1_000,
-            leader_timeout_us: z.leader_timeout_ms * 1_000,
-            discovery_timeout_us: z.discovery_timeout_ms * 1_000,
-            election_resend_us: z.heartbeat_ms * 1_000,
-            election_resend_max_us: z.follower_timeout_ms * 1_000,
-            finalize_wait_us: z.tick_ms * 1_000,
-            log_retain: z.log_retain,
-            max_inflight: z.max_inflight,
-            max_batch: self.batch.max_commands,
-            window: z.window,
-            variant,
-            coin,
-            ..synod_zab::Options::default()
-        }
-    }
-}
-
-/// A protocol this server runs, for a cluster of `members`.
-fn check_protocol(key: &str, protocol: &str, members: usize) -> Result<()> {
-    use synod_zab::variant::Variant;
-    match Variant::protocol(protocol).map(|(v, _)| v) {
-        None => bail!(
-            "config key {key}: '{protocol}' is not a protocol of this server (supported: {})",
-            Variant::ALL
-                .iter()
-                .map(|(n, _)| *n)
-                .chain(Variant::COINS.iter().map(|(n, _)| *n))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Some(v) if !v.supports(members) => {
-            bail!("config key {key}: '{protocol}' does not support a cluster of {members}")
-        }
-        Some(_) => Ok(()),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The identity of a data directory: which cluster, node and group protocols it belongs to.
-//! Written at first start; a later start with another cluster id or node id, or with a group
-//! running another protocol than the one its log was written by, refuses to use the directory.
+//! Recorded once a start has read the directory's log with it; a later start with another
+//! cluster id or node id, or with a group running another protocol than the one its log was
+//! written by, refuses to use the directory.
 
 use crate::config::Config;
 use anyhow::{bail, Context, Result};
@@ -41,9 +42,12 @@ fn mine(cfg: &Config) -> Identity {
     }
 }
 
-/// Check (or, on first start, write) the identity of `dir`. Groups added to the configuration
-/// since are recorded; a group that changed protocol, or another cluster or node, is refused.
-pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
+/// Check the identity of `dir`: another cluster or node, or a group that changed protocol, is
+/// refused. Returns the identity to record ([`record_identity`]) once the log has been read
+/// with it: on first start, or when groups were added. It is not written before, so a start
+/// that fails to read a log (a directory whose identity file was lost, opened with another
+/// protocol) does not name the directory after the wrong protocol.
+pub fn check_identity(dir: &Path, cfg: &Config) -> Result<Option<Identity>> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create data directory {}", dir.display()))?;
     let mine = mine(cfg);
@@ -52,10 +56,10 @@ pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
         Ok(text) => {
             toml::from_str(&text).with_context(|| format!("{} is damaged", path.display()))?
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return write(dir, &mine),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(mine)),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let refuse = |what: String| -> Result<()> {
+    let refuse = |what: String| -> Result<Option<Identity>> {
         bail!(
             "data directory {} belongs to {what}; refusing to start. Point data_dir elsewhere \
              or remove the directory if it is no longer needed.",
@@ -91,13 +95,11 @@ pub fn check_identity(dir: &Path, cfg: &Config) -> Result<()> {
             Some(_) => {}
         }
     }
-    if found.groups != mine.groups {
-        write(dir, &mine)?;
-    }
-    Ok(())
+    Ok((found.groups != mine.groups).then_some(mine))
 }
 
-fn write(dir: &Path, id: &Identity) -> Result<()> {
+/// Write the identity of `dir` (durably).
+pub fn record_identity(dir: &Path, id: &Identity) -> Result<()> {
     let text = toml::to_string(id).expect("identity serialises");
     synod_log::write_file_durably(dir, IDENTITY_FILE, text.as_bytes())
         .with_context(|| format!("cannot write {}", dir.join(IDENTITY_FILE).display()))

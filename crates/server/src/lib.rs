@@ -6,8 +6,9 @@
 //! | module | job |
 //! |---|---|
 //! | [`config`] | the configuration file and its checks |
+//! | [`protocol`] | the protocols by name (Zab family, PFT Multi-Paxos), their options, zxids |
 //! | [`identity`] | which cluster, node and protocols a data directory belongs to |
-//! | [`build`] | the groups of this node, restored from the log |
+//! | [`build`] | the groups of this node, each with its protocol, restored from the log |
 //! | [`host`] | the loop that runs every group, the WAL thread |
 //! | [`transport`] | peer connections and frames |
 //! | [`machine`], [`register`] | the state machine interface; the register machine |
@@ -22,6 +23,7 @@ pub mod host;
 pub mod identity;
 pub mod machine;
 pub mod metrics;
+pub mod protocol;
 pub mod register;
 pub mod transport;
 
@@ -37,7 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 use transport::{TransportConfig, TransportStats};
 
-pub use identity::{check_identity, Identity, IDENTITY_FILE};
+pub use identity::{check_identity, record_identity, Identity, IDENTITY_FILE};
 
 /// Run a node until SIGTERM or SIGINT.
 pub async fn run(mut cfg: Config) -> Result<()> {
@@ -46,7 +48,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let fd_limit = raise_fd_limit();
     fit_connections(&mut cfg, fd_limit);
     let dir = cfg.data_dir.clone();
-    check_identity(&dir, &cfg)?;
+    let identity = check_identity(&dir, &cfg)?;
     let members = cfg.members()?;
     let wal_dir = dir.join("wal");
     let wal_opts = WalOptions {
@@ -70,6 +72,9 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     metrics.log_bytes.set(wal.log_bytes() as i64);
     metrics.log_segments.set(wal.segments() as i64);
     let built = build::build(&cfg, &wal_dir, recovery, &metrics)?;
+    if let Some(id) = identity {
+        record_identity(&dir, &id)?;
+    }
     let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel(65_536);
     let cut = Arc::new(transport::Cut::default());

@@ -1,6 +1,7 @@
 //! The replicated state machine interface, implemented by the ZooKeeper data tree, the
 //! register groups (crate::register) and later SconeKV's buckets.
 
+use crate::protocol::Zxids;
 use bytes::Bytes;
 use synod_core::wire::WireError;
 use synod_core::{Command, GroupId, Position, Snapshot};
@@ -41,19 +42,55 @@ pub trait StateMachine: Send + 'static {
     fn pending(&self, _out: &mut Vec<GroupMessage>) {}
 }
 
-impl StateMachine for synod_zk::machine::ZkMachine {
+/// The ZooKeeper data tree as a group runs it: the machine, and how the group's positions
+/// become the zxids its clients see (the tag itself for Zab; see [`Zxids`]). The front end and
+/// the admin port reach the tree through it (`Deref`).
+pub struct ZooKeeper {
+    machine: synod_zk::machine::ZkMachine,
+    zxids: Zxids,
+}
+
+impl ZooKeeper {
+    pub fn new(zxids: Zxids) -> Self {
+        ZooKeeper {
+            machine: Default::default(),
+            zxids,
+        }
+    }
+
+    pub fn zxids(&self) -> Zxids {
+        self.zxids
+    }
+}
+
+impl std::ops::Deref for ZooKeeper {
+    type Target = synod_zk::machine::ZkMachine;
+    fn deref(&self) -> &Self::Target {
+        &self.machine
+    }
+}
+
+impl std::ops::DerefMut for ZooKeeper {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.machine
+    }
+}
+
+impl StateMachine for ZooKeeper {
     fn apply(&mut self, at: Position, command: &Command, _out: &mut Vec<GroupMessage>) -> Bytes {
-        synod_zk::machine::ZkMachine::apply(self, at.slot, at.tag as i64, &command.payload)
+        let zxid = self.zxids.zxid(at.tag);
+        self.machine.apply(at.slot, zxid, &command.payload)
     }
 
     fn snapshot_view(&self) -> Box<dyn FnOnce() -> Bytes + Send> {
-        Box::new(synod_zk::machine::ZkMachine::snapshot_view(self))
+        Box::new(self.machine.snapshot_view())
     }
 
     fn restore(&mut self, snapshot: &Snapshot) -> Result<(), WireError> {
-        synod_zk::machine::ZkMachine::restore(self, snapshot.at.slot, snapshot.data.clone())
+        self.machine
+            .restore(snapshot.at.slot, snapshot.data.clone())
             .map_err(|e| WireError::Invalid(e.0))?;
-        if self.applied_zxid as u64 != snapshot.at.tag {
+        if self.machine.applied_zxid != self.zxids.zxid(snapshot.at.tag) {
             return Err(WireError::Invalid("snapshot zxid"));
         }
         Ok(())
@@ -61,12 +98,12 @@ impl StateMachine for synod_zk::machine::ZkMachine {
 
     fn applied(&self) -> Position {
         Position {
-            slot: self.applied_slot,
-            tag: self.applied_zxid as u64,
+            slot: self.machine.applied_slot,
+            tag: self.zxids.tag(self.machine.applied_zxid),
         }
     }
 
     fn digest(&self) -> u64 {
-        self.digest
+        self.machine.digest
     }
 }

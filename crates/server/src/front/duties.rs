@@ -3,6 +3,7 @@
 //! names leader, session expiry and container/TTL reaping.
 
 use super::{now_ms, ConnEvent, Front, LocalSession};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -101,8 +102,12 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
         }
         let now = Instant::now();
         if led_epoch != Some(v.epoch) {
-            // A new leader gives every session a full timeout of grace.
+            // A new leader gives every session a full timeout of grace, and forgets what it
+            // asked to expire or reap before: those requests may have been lost with an
+            // earlier epoch (a deposed leader's proposals are), so they are made again when due.
             led_epoch = Some(v.epoch);
+            expiring.clear();
+            reaping.clear();
             let ids: Vec<i64> = front
                 .machine
                 .lock()
@@ -130,10 +135,15 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
             }
             (expired, m.due_for_reaping(now_ms(), 100))
         };
+        // A request not applied within 10 s is made again. The time is that of the request,
+        // never refreshed while the session stays due: a session continuously expired would
+        // otherwise never be asked for again (a chaos run of paxos left the ephemerals of two
+        // abandoned sessions behind that way: their first close was lost with a view).
         expiring.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
         reaping.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
         for id in expired {
-            if expiring.insert(id, now).is_none() {
+            if let Entry::Vacant(e) = expiring.entry(id) {
+                e.insert(now);
                 info!(session = format!("{id:#x}"), "session expired");
                 let f = front.clone();
                 tokio::spawn(async move {
@@ -142,7 +152,8 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
             }
         }
         for path in due {
-            if reaping.insert(path.clone(), now).is_none() {
+            if let Entry::Vacant(e) = reaping.entry(path.clone()) {
+                e.insert(now);
                 let f = front.clone();
                 tokio::spawn(async move {
                     let _ = f

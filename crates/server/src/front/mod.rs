@@ -36,12 +36,14 @@ pub use handshake::{parse_auth, parse_connect, ConnectRequest};
 pub use requests::digest_id;
 
 use crate::host::{GroupHandle, SubmitResult};
+use crate::machine::ZooKeeper;
+use crate::protocol::Zxids;
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use synod_zk::machine::{Txn, ZkMachine};
+use synod_zk::machine::Txn;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
@@ -82,7 +84,9 @@ struct Stats {
 
 pub struct Front {
     cfg: FrontConfig,
-    machine: Arc<Mutex<ZkMachine>>,
+    machine: Arc<Mutex<ZooKeeper>>,
+    /// How the group's positions become zxids (a write's reply carries its zxid).
+    zxids: Zxids,
     group: GroupHandle,
     sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
     /// Sessions that sent anything since the last touch round.
@@ -122,22 +126,24 @@ fn now_ms() -> i64 {
 }
 
 impl Front {
-    pub fn new(cfg: FrontConfig, machine: Arc<Mutex<ZkMachine>>, group: GroupHandle) -> Arc<Front> {
+    pub fn new(cfg: FrontConfig, machine: Arc<Mutex<ZooKeeper>>, group: GroupHandle) -> Arc<Front> {
         let sessions = Arc::new(Mutex::new(HashMap::new()));
         let touches = Arc::new(Mutex::new(HashMap::new()));
-        machine
-            .lock()
-            .expect("machine")
-            .set_effects(Box::new(duties::FrontEffects {
+        let zxids = {
+            let mut m = machine.lock().expect("machine");
+            m.set_effects(Box::new(duties::FrontEffects {
                 sessions: sessions.clone(),
                 touches: touches.clone(),
             }));
+            m.zxids()
+        };
         let (serving_tx, serving) = watch::channel(false);
         let base = ((cfg.node_id as u64 & 0xFF) << 56)
             | (((now_ms() as u64) << 16) & 0x00FF_FFFF_FFFF_0000);
         let front = Arc::new(Front {
             cfg,
             machine,
+            zxids,
             group,
             sessions,
             active: Mutex::new(HashSet::new()),

@@ -147,7 +147,7 @@ impl Front {
                     match result {
                         Ok(applied) => {
                             let reply = Reply::decode(&applied.result);
-                            encode_reply(&mut out, xid, applied.at.tag as i64, &reply);
+                            encode_reply(&mut out, xid, self.zxids.zxid(applied.at.tag), &reply);
                             self.record(t);
                             if code == op::CLOSE_SESSION {
                                 let _ = flush(&mut wr, &mut out, write_timeout).await;

@@ -1,0 +1,507 @@
+//! The replication protocols this server runs, by name: the Zab family (crates/zab: `zab` and
+//! the variants of EL-Sanosi's thesis) and PFT Multi-Paxos (crates/paxos: `paxos`, `paxos-mbq`,
+//! `paxos-none`). For each: whether a configuration may name it, its core's options built from
+//! the configuration (`[zab]`, `[paxos]`, `[batch]`), and how its delivered positions become
+//! the zxids ZooKeeper clients see.
+
+use crate::config::Config;
+use anyhow::{bail, Result};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use synod_paxos::{Batching, CatchUp};
+use synod_zab::variant::Variant;
+
+/// A family of protocols: one core type, one log format, one message decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    Zab,
+    Paxos,
+}
+
+/// PFT's names: the catch-up scheme (pft.md §3.3) is part of the name. The simulator's
+/// deliberately broken `paxos-bug-*` are not served.
+const PAXOS: [(&str, CatchUp); 3] = [
+    ("paxos", CatchUp::Pbq),
+    ("paxos-mbq", CatchUp::Mbq),
+    ("paxos-none", CatchUp::None),
+];
+
+impl Family {
+    /// The family of a protocol name, None if this server does not run it.
+    pub fn of(protocol: &str) -> Option<Family> {
+        if Variant::protocol(protocol).is_some() {
+            Some(Family::Zab)
+        } else if PAXOS.iter().any(|(n, _)| *n == protocol) {
+            Some(Family::Paxos)
+        } else {
+            None
+        }
+    }
+
+    /// How the zxids of a ZooKeeper group running this family follow its positions.
+    pub fn zxids(self) -> Zxids {
+        match self {
+            Family::Zab => Zxids::Tag,
+            Family::Paxos => Zxids::PaxosBatch,
+        }
+    }
+}
+
+/// Every protocol name a configuration may use.
+pub fn names() -> Vec<&'static str> {
+    Variant::ALL
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(Variant::COINS.iter().map(|(n, _)| *n))
+        .chain(PAXOS.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// A protocol this server runs, for a cluster of `members`.
+pub(crate) fn check_protocol(key: &str, protocol: &str, members: usize) -> Result<()> {
+    match Family::of(protocol) {
+        None => bail!(
+            "config key {key}: '{protocol}' is not a protocol of this server (supported: {})",
+            names().join(", ")
+        ),
+        Some(Family::Zab) => {
+            let (v, _) = Variant::protocol(protocol).expect("a Zab protocol");
+            if !v.supports(members) {
+                bail!("config key {key}: '{protocol}' does not support a cluster of {members}")
+            }
+            Ok(())
+        }
+        // A view's primary is `v mod N` over any number of members.
+        Some(Family::Paxos) => Ok(()),
+    }
+}
+
+/// How a group's delivered positions map to ZooKeeper zxids. Clients compare zxids (a session
+/// never accepts a server behind the last zxid it saw), so the zxid must grow with every
+/// delivery, and the map must be a bijection (a snapshot stores the zxid, the log its
+/// position's tag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Zxids {
+    /// The tag is the zxid (Zab: each command has its own zxid).
+    #[default]
+    Tag,
+    /// PFT's tag `n << 16 | left` counts the commands left in batch `n` after this one, so it
+    /// falls within a batch; the zxid `n << 16 | (0xFFFF - left)` grows, and carries the same
+    /// information. Nothing delivered (tag 0) is zxid 0.
+    PaxosBatch,
+}
+
+impl Zxids {
+    pub fn zxid(self, tag: u64) -> i64 {
+        match self {
+            Zxids::Tag => tag as i64,
+            Zxids::PaxosBatch if tag == 0 => 0,
+            Zxids::PaxosBatch => (tag ^ 0xFFFF) as i64,
+        }
+    }
+
+    /// The inverse of [`Zxids::zxid`].
+    pub fn tag(self, zxid: i64) -> u64 {
+        match self {
+            Zxids::Tag => zxid as u64,
+            Zxids::PaxosBatch if zxid == 0 => 0,
+            Zxids::PaxosBatch => zxid as u64 ^ 0xFFFF,
+        }
+    }
+}
+
+/// `[paxos]`: the timers and batching of every PFT group (defaults: `synod_paxos::Options`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PaxosTuning {
+    /// Primary → backups heartbeat (a repeated COMMIT).
+    pub heartbeat_ms: u64,
+    /// The view-change timer's first value: a backup that hears nothing from its primary, or
+    /// sees an accepted order stay unchosen, this long starts a view change.
+    pub view_change_timeout_ms: u64,
+    /// The timer doubles for each view that fails to install, up to this.
+    pub view_change_timeout_max_ms: u64,
+    /// Adapt the timer to the measured ordering latency (never below three heartbeats).
+    pub adaptive_timeout: bool,
+    /// `adaptive` (at most `window` batches in flight; what waits when one commits leaves as
+    /// the next batch, up to `batch.max_commands`), or a fixed batch size: a batch leaves
+    /// when it holds that many commands or `batch_timer_ms` after its first arrived.
+    pub batch: PaxosBatch,
+    pub batch_timer_ms: u64,
+    pub window: usize,
+    /// Catch-up of the groups running plain `paxos`: `pbq` (ask the primary), `mbq` (every
+    /// replica reports its state every `mbq_period_ms`) or `none` (wait for a checkpoint and a
+    /// state transfer). `paxos-mbq` and `paxos-none` name theirs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<String>,
+    pub mbq_period_ms: u64,
+}
+
+/// `paxos.batch`: the string `adaptive` or a batch size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PaxosBatch {
+    Adaptive,
+    Fixed(usize),
+}
+
+impl Serialize for PaxosBatch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PaxosBatch::Adaptive => s.serialize_str("adaptive"),
+            PaxosBatch::Fixed(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PaxosBatch {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PaxosBatch;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"adaptive\" or a batch size (a positive integer)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PaxosBatch, E> {
+                match v {
+                    "adaptive" => Ok(PaxosBatch::Adaptive),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PaxosBatch, E> {
+                Ok(PaxosBatch::Fixed(usize::try_from(v).map_err(|_| {
+                    E::invalid_value(serde::de::Unexpected::Unsigned(v), &self)
+                })?))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PaxosBatch, E> {
+                u64::try_from(v)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+                    .and_then(|v| self.visit_u64(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Default for PaxosTuning {
+    fn default() -> Self {
+        let d = synod_paxos::Options::default();
+        let window = match d.batching {
+            Batching::Adaptive { window } => window,
+            Batching::Fixed { .. } => 8,
+        };
+        Self {
+            heartbeat_ms: d.heartbeat_us / 1_000,
+            view_change_timeout_ms: d.view_change_timeout_us / 1_000,
+            view_change_timeout_max_ms: d.view_change_timeout_max_us / 1_000,
+            adaptive_timeout: d.adaptive_timeout,
+            batch: PaxosBatch::Adaptive,
+            batch_timer_ms: 5,
+            window,
+            catch_up: None,
+            mbq_period_ms: d.mbq_period_us / 1_000,
+        }
+    }
+}
+
+fn catch_up_named(name: &str) -> Option<CatchUp> {
+    [CatchUp::Pbq, CatchUp::Mbq, CatchUp::None]
+        .into_iter()
+        .find(|c| c.name() == name)
+}
+
+impl PaxosTuning {
+    /// Checks the section on its own; `protocols` are the protocols of every group.
+    pub(crate) fn validate<'a>(
+        &self,
+        max_commands: usize,
+        protocols: impl Iterator<Item = &'a str>,
+    ) -> Result<()> {
+        let protocols: Vec<&str> = protocols.collect();
+        if self.heartbeat_ms == 0 {
+            bail!("config key paxos.heartbeat_ms: must be at least 1");
+        }
+        if self.view_change_timeout_ms < 2 * self.heartbeat_ms {
+            bail!("config key paxos.view_change_timeout_ms: must be at least twice paxos.heartbeat_ms");
+        }
+        if self.view_change_timeout_max_ms < self.view_change_timeout_ms {
+            bail!("config key paxos.view_change_timeout_max_ms: must be at least paxos.view_change_timeout_ms");
+        }
+        if self.window == 0 {
+            bail!("config key paxos.window: must be at least 1");
+        }
+        if self.mbq_period_ms == 0 {
+            bail!("config key paxos.mbq_period_ms: must be at least 1");
+        }
+        let max = synod_paxos::msg::MAX_BATCH;
+        if let PaxosBatch::Fixed(size) = self.batch {
+            if !(1..=max).contains(&size) {
+                bail!("config key paxos.batch: {size} is outside 1..={max}");
+            }
+            if self.batch_timer_ms == 0 {
+                bail!(
+                    "config key paxos.batch_timer_ms: must be at least 1 with a fixed batch size"
+                );
+            }
+        }
+        if let Some(c) = &self.catch_up {
+            let Some(scheme) = catch_up_named(c) else {
+                bail!("config key paxos.catch_up: '{c}' (expected pbq, mbq or none)");
+            };
+            if let Some(p) = protocols.iter().find(|p| {
+                PAXOS
+                    .iter()
+                    .any(|(n, s)| n == *p && *n != "paxos" && *s != scheme)
+            }) {
+                bail!(
+                    "config key paxos.catch_up: '{c}' contradicts protocol '{p}', which names \
+                     its own (catch_up applies to groups running plain paxos)"
+                );
+            }
+        }
+        let paxos = protocols
+            .iter()
+            .any(|p| Family::of(p) == Some(Family::Paxos));
+        if paxos && max_commands > max {
+            bail!("config key batch.max_commands: must not exceed {max} with a paxos group (a position names a command of a batch in 16 bits)");
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// The protocol of every group this cluster runs (group 0's first).
+    pub fn protocols(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.protocol.as_str()).chain(
+            self.groups
+                .iter()
+                .map(|g| g.protocol.as_deref().unwrap_or(&self.protocol)),
+        )
+    }
+
+    /// Whether any group runs `family`.
+    pub fn runs(&self, family: Family) -> bool {
+        self.protocols().any(|p| Family::of(p) == Some(family))
+    }
+
+    /// Zab's options for a group running `protocol` (a Zab variant's name).
+    pub fn zab_options(&self, protocol: &str) -> synod_zab::Options {
+        let z = &self.zab;
+        let (variant, coin) =
+            Variant::protocol(protocol).unwrap_or((Variant::Zab, Default::default()));
+        synod_zab::Options {
+            heartbeat_us: z.heartbeat_ms * 1_000,
+            follower_timeout_us: z.follower_timeout_ms * 1_000,
+            leader_timeout_us: z.leader_timeout_ms * 1_000,
+            discovery_timeout_us: z.discovery_timeout_ms * 1_000,
+            election_resend_us: z.heartbeat_ms * 1_000,
+            election_resend_max_us: z.follower_timeout_ms * 1_000,
+            finalize_wait_us: z.tick_ms * 1_000,
+            log_retain: z.log_retain,
+            max_inflight: z.max_inflight,
+            max_batch: self.batch.max_commands,
+            window: z.window,
+            variant,
+            coin,
+            ..synod_zab::Options::default()
+        }
+    }
+
+    /// PFT's options for a group running `protocol` (`paxos`, `paxos-mbq` or `paxos-none`).
+    pub fn paxos_options(&self, protocol: &str) -> synod_paxos::Options {
+        let p = &self.paxos;
+        let named = PAXOS
+            .iter()
+            .find(|(n, _)| *n == protocol)
+            .map_or(CatchUp::Pbq, |&(_, c)| c);
+        let catch_up = match (protocol, p.catch_up.as_deref().and_then(catch_up_named)) {
+            ("paxos", Some(c)) => c,
+            _ => named,
+        };
+        synod_paxos::Options {
+            heartbeat_us: p.heartbeat_ms * 1_000,
+            view_change_timeout_us: p.view_change_timeout_ms * 1_000,
+            view_change_timeout_max_us: p.view_change_timeout_max_ms * 1_000,
+            adaptive_timeout: p.adaptive_timeout,
+            batching: match p.batch {
+                PaxosBatch::Adaptive => Batching::Adaptive { window: p.window },
+                PaxosBatch::Fixed(size) => Batching::Fixed {
+                    size,
+                    timer_us: p.batch_timer_ms * 1_000,
+                },
+            },
+            max_batch: self.batch.max_commands,
+            catch_up,
+            mbq_period_us: p.mbq_period_ms * 1_000,
+            ..synod_paxos::Options::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(extra: &[&str]) -> Result<Config> {
+        let base = [
+            "cluster_id=test",
+            "node_id=1",
+            "peers.1=\"127.0.0.1:2881\"",
+            "peers.2=\"127.0.0.1:2882\"",
+            "peers.3=\"127.0.0.1:2883\"",
+            "admin_addr=\"127.0.0.1:9181\"",
+            "data_dir=/tmp/x",
+        ];
+        let o: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
+        Config::load(None, &o)
+    }
+
+    #[test]
+    fn paxos_is_a_protocol_with_defaults_from_the_core() {
+        let c = load(&["protocol=paxos"]).unwrap();
+        assert!(c.runs(Family::Paxos) && !c.runs(Family::Zab));
+        let o = c.paxos_options("paxos");
+        let d = synod_paxos::Options::default();
+        assert_eq!(o.heartbeat_us, d.heartbeat_us);
+        assert_eq!(o.view_change_timeout_us, d.view_change_timeout_us);
+        assert_eq!(o.view_change_timeout_max_us, d.view_change_timeout_max_us);
+        assert_eq!(o.adaptive_timeout, d.adaptive_timeout);
+        assert_eq!(o.batching, d.batching);
+        assert_eq!(o.mbq_period_us, d.mbq_period_us);
+        assert_eq!(o.catch_up, CatchUp::Pbq);
+        assert_eq!(o.max_batch, c.batch.max_commands);
+        assert_eq!(c.paxos_options("paxos-mbq").catch_up, CatchUp::Mbq);
+        assert_eq!(c.paxos_options("paxos-none").catch_up, CatchUp::None);
+        // Any cluster size.
+        for n in 1..=5 {
+            check_protocol("protocol", "paxos", n).unwrap();
+        }
+        // The simulator's broken variants are not served.
+        let e = load(&["protocol=paxos-bug-lower-view-wins"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("protocol") && e.contains("paxos-mbq"), "{e}");
+    }
+
+    #[test]
+    fn the_paxos_section_maps_to_the_options() {
+        let c = load(&[
+            "protocol=paxos",
+            "paxos.heartbeat_ms=20",
+            "paxos.view_change_timeout_ms=300",
+            "paxos.view_change_timeout_max_ms=2000",
+            "paxos.adaptive_timeout=false",
+            "paxos.batch=64",
+            "paxos.batch_timer_ms=3",
+            "paxos.catch_up=mbq",
+            "paxos.mbq_period_ms=50",
+            "batch.max_commands=100",
+        ])
+        .unwrap();
+        let o = c.paxos_options("paxos");
+        assert_eq!(o.heartbeat_us, 20_000);
+        assert_eq!(o.view_change_timeout_us, 300_000);
+        assert_eq!(o.view_change_timeout_max_us, 2_000_000);
+        assert!(!o.adaptive_timeout);
+        assert_eq!(
+            o.batching,
+            Batching::Fixed {
+                size: 64,
+                timer_us: 3_000
+            }
+        );
+        assert_eq!(o.catch_up, CatchUp::Mbq);
+        assert_eq!(o.mbq_period_us, 50_000);
+        assert_eq!(o.max_batch, 100);
+        let c = load(&["protocol=paxos", "paxos.batch=adaptive", "paxos.window=3"]).unwrap();
+        assert_eq!(
+            c.paxos_options("paxos").batching,
+            Batching::Adaptive { window: 3 }
+        );
+    }
+
+    #[test]
+    fn groups_may_run_paxos_beside_zab() {
+        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+                    data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
+                    3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\nprotocol = 'paxos-none'\n\
+                    [[groups]]\nid = 2\nmembers = [1, 3]\n[paxos]\nbatch = 'adaptive'\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let c = Config::load(Some(&path), &[]).unwrap();
+        assert_eq!(
+            c.protocols().collect::<Vec<_>>(),
+            vec!["zab", "paxos-none", "zab"]
+        );
+        assert!(c.runs(Family::Paxos) && c.runs(Family::Zab));
+        // catch_up may not contradict a name that fixes the scheme.
+        std::fs::write(&path, format!("{text}catch_up = 'mbq'\n")).unwrap();
+        let e = Config::load(Some(&path), &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("paxos.catch_up") && e.contains("paxos-none"),
+            "{e}"
+        );
+        std::fs::write(&path, format!("{text}catch_up = 'none'\n")).unwrap();
+        Config::load(Some(&path), &[]).unwrap();
+    }
+
+    #[test]
+    fn bad_paxos_values_name_the_key() {
+        for (bad, key) in [
+            ("paxos.batch=sometimes", "paxos.batch"),
+            ("paxos.batch=0", "paxos.batch"),
+            ("paxos.batch=-3", "paxos.batch"),
+            ("paxos.batch=100000", "paxos.batch"),
+            ("paxos.heartbeat_ms=0", "paxos.heartbeat_ms"),
+            (
+                "paxos.view_change_timeout_ms=60",
+                "paxos.view_change_timeout_ms",
+            ),
+            (
+                "paxos.view_change_timeout_max_ms=100",
+                "paxos.view_change_timeout_max_ms",
+            ),
+            ("paxos.window=0", "paxos.window"),
+            ("paxos.catch_up=gossip", "paxos.catch_up"),
+            ("paxos.mbq_period_ms=0", "paxos.mbq_period_ms"),
+            ("paxos.leader_timeout_ms=5", "leader_timeout_ms"),
+        ] {
+            let e = load(&["protocol=paxos", bad]).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let e = load(&["protocol=paxos", "paxos.batch=10", "paxos.batch_timer_ms=0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paxos.batch_timer_ms"), "{e}");
+        // The position encoding bounds a paxos batch; a Zab-only cluster is not bound by it.
+        let big = ["batch.max_commands=70000", "zab.max_inflight=100000"];
+        let e = load(&[&["protocol=paxos"][..], &big].concat())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("batch.max_commands"), "{e}");
+        load(&big).unwrap();
+        // A round trip of 2 × 150 ms against a 400 ms view-change timer.
+        let e = load(&["protocol=paxos", "link_emulation.delay_ms=150"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("paxos.view_change_timeout_ms"), "{e}");
+    }
+
+    #[test]
+    fn paxos_zxids_grow_within_a_batch_and_map_back() {
+        let z = Zxids::PaxosBatch;
+        // Batch 7 of three commands, then batch 8 of one.
+        let tags = [
+            synod_paxos::msg::tag(7, 0, 3),
+            synod_paxos::msg::tag(7, 1, 3),
+            synod_paxos::msg::tag(7, 2, 3),
+            synod_paxos::msg::tag(8, 0, 1),
+        ];
+        let zxids: Vec<i64> = tags.iter().map(|&t| z.zxid(t)).collect();
+        assert!(zxids.windows(2).all(|w| w[0] < w[1]), "{zxids:?}");
+        for (&t, &x) in tags.iter().zip(&zxids) {
+            assert_eq!(z.tag(x), t);
+        }
+        assert_eq!((z.zxid(0), z.tag(0)), (0, 0));
+        assert_eq!((Zxids::Tag.zxid(42), Zxids::Tag.tag(42)), (42, 42));
+    }
+}
