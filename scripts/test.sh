@@ -40,5 +40,8 @@ fi
 echo "== ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
 ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-echo "== ZooKeeper compatibility suite against synod"
+echo "== ZooKeeper compatibility suite against synod (zab)"
 ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+
+echo "== ZooKeeper compatibility suite against synod (paxos)"
+ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk

@@ -2,7 +2,8 @@
 
 ZK_TARGET=synod (default) starts `synod server` processes; ZK_TARGET=zookeeper starts an Apache
 ZooKeeper 3.8 ensemble from Debian's zookeeper package. The same tests run against both, which
-shows that they test ZooKeeper's behaviour and not synod's.
+shows that they test ZooKeeper's behaviour and not synod's. ZK_PROTOCOL names synod's replication
+protocol (default zab; scripts/test.sh also runs the suite with paxos).
 """
 
 import os
@@ -17,6 +18,7 @@ import time
 import pytest
 
 TARGET = os.environ.get("ZK_TARGET", "synod")
+PROTOCOL = os.environ.get("ZK_PROTOCOL", "zab")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SYNOD = os.environ.get("SYNOD_BIN", os.path.join(ROOT, "target", "release", "synod"))
 ZK_JAR = "/usr/share/java/zookeeper.jar"
@@ -92,12 +94,12 @@ class SynodCluster(Cluster):
         path = os.path.join(self.dir, "node%d.toml" % i)
         with open(path, "w") as f:
             f.write(
-                'cluster_id = "zk-compat"\nnode_id = %d\nclient_addr = "127.0.0.1:%d"\n'
+                'cluster_id = "zk-compat"\nnode_id = %d\nprotocol = "%s"\nclient_addr = "127.0.0.1:%d"\n'
                 'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "warn"\n'
                 "[zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 500\n"
                 "leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n"
                 "[peers]\n%s"
-                % (i, self.client_port(i), self.base + 7000 + i, os.path.join(self.dir, "data%d" % i), peers)
+                % (i, PROTOCOL, self.client_port(i), self.base + 7000 + i, os.path.join(self.dir, "data%d" % i), peers)
             )
         return path
 

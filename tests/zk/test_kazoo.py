@@ -303,6 +303,43 @@ def test_set_watches_on_another_server_with_the_same_session(cluster, zk, base):
     bad.close()
 
 
+def test_pipelined_writes_get_growing_zxids(cluster, zk, base):
+    # A session's writes sent without waiting may be ordered together (one batch, one proposal):
+    # each still gets its own zxid, growing in the session's order, which is the zxid in its
+    # node's stat; and every server takes the session back with the last of them once it has
+    # applied it (a server behind a client's last zxid must refuse it).
+    raw = RawZK(cluster.client_port(1))
+    n = 64
+    try:
+        for i in range(n):
+            body = jstr(base + "/n%03d" % i) + jbuf(b"") + OPEN_ACL + struct.pack("!i", 0)
+            raw.send_frame(struct.pack("!ii", i + 1, 1) + body)
+        zxids = []
+        for i in range(n):
+            rxid, zxid, err = struct.unpack_from("!iqi", raw.recv_frame(), 0)
+            assert (rxid, err) == (i + 1, 0)
+            zxids.append(zxid)
+        assert zxids == sorted(zxids) and len(set(zxids)) == n, zxids
+        zk.sync(base)
+        assert [zk.exists(base + "/n%03d" % i).czxid for i in range(n)] == zxids
+        session, passwd = raw.session, raw.passwd
+    finally:
+        raw.close()
+    for i in range(1, cluster.n + 1):
+        moved = []
+
+        def attach():
+            try:
+                moved.append(RawZK(cluster.client_port(i), session=session, passwd=passwd, last_zxid=zxids[-1]))
+                return True
+            except (ConnectionError, OSError, struct.error):
+                return False
+
+        assert wait_for(attach), "server %d never took the session back" % i
+        assert moved[0].session == session
+        moved[0].close()
+
+
 def test_persistent_and_recursive_watches(cluster, zk, base):
     raw = RawZK(cluster.client_port(1))
     try:

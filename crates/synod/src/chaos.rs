@@ -44,7 +44,8 @@ pub struct ChaosArgs {
         default_value = "kill,pause,partition,restart"
     )]
     faults: Vec<String>,
-    /// Replication protocol of the cluster.
+    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), or PFT
+    /// Multi-Paxos (paxos, paxos-mbq, paxos-none).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Seed of the fault schedule and of the clients' choices (random if not given; printed
@@ -66,6 +67,10 @@ pub struct ChaosArgs {
     /// A planted server bug, to prove the harness catches it: stale-sync.
     #[arg(long)]
     bug: Option<String>,
+    /// Configuration overrides for every server (`--set key=value`, repeatable), e.g.
+    /// `--set log_level=info` to keep the view changes in the nodes' logs.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
     /// Directory for the history (written when a check fails, or always with --keep).
     #[arg(long, default_value = "target/chaos")]
     out: PathBuf,
@@ -114,6 +119,7 @@ pub fn run(args: ChaosArgs) -> Result<i32> {
     if !(1..=9).contains(&args.nodes) {
         bail!("--nodes must be between 1 and 9");
     }
+    crate::procs::check_protocol(&args.protocol)?;
     if args.clients == 0 || args.clients > 200 || args.keys == 0 || args.keys > 100 {
         bail!("--clients must be 1..=200 and --keys 1..=100");
     }
@@ -454,6 +460,7 @@ async fn chaos(args: ChaosArgs, seed: u64) -> Result<i32> {
     if let Some(b) = &args.bug {
         sets.push(format!("debug_bug={b:?}"));
     }
+    sets.extend(args.sets.iter().cloned());
     let mut cl = Cluster::new(
         Kind::Synod {
             protocol: args.protocol.clone(),

@@ -18,7 +18,8 @@ pub struct DevArgs {
     /// Data directory (default: a temporary directory, removed on exit).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Replication protocol.
+    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), or PFT
+    /// Multi-Paxos (paxos, paxos-mbq, paxos-none).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// fsync policy: always, or never (benchmarks of everything but the disk).
@@ -36,6 +37,7 @@ pub fn run(args: DevArgs) -> Result<()> {
     if !(1..=9).contains(&args.nodes) {
         bail!("--nodes must be between 1 and 9");
     }
+    crate::procs::check_protocol(&args.protocol)?;
     let n = args.nodes;
     let base = args.base_port as u32;
     if base + 7000 + n > 65535 {

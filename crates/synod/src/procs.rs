@@ -69,6 +69,17 @@ pub fn clock_ticks_per_second() -> u64 {
         .unwrap_or(100) as u64
 }
 
+/// Refuse, before any process starts, a protocol synod's server does not run.
+pub fn check_protocol(protocol: &str) -> Result<()> {
+    if synod_server::protocol::Family::of(protocol).is_none() {
+        bail!(
+            "--protocol {protocol}: not a protocol of synod (supported: {})",
+            synod_server::protocol::names().join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Where Debian's zookeeper package puts the server's classes.
 pub const ZK_JAR: &str = "/usr/share/java/zookeeper.jar";
 

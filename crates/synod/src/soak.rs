@@ -32,7 +32,8 @@ pub struct SoakArgs {
     /// Percentage of writes (setData of 1 KiB); the rest are getData.
     #[arg(long, default_value_t = 20)]
     write_ratio: u32,
-    /// Replication protocol of the cluster it starts.
+    /// Replication protocol of the cluster it starts (zab, a Zab variant, paxos, paxos-mbq,
+    /// paxos-none).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Use running servers instead (host:port,…; memory is then not reported).
@@ -61,6 +62,9 @@ fn new_hist() -> Histogram<u64> {
 pub fn run(a: SoakArgs) -> Result<i32> {
     if a.sessions == 0 || a.sessions > 20_000 || a.rate == 0 {
         bail!("--sessions must be 1..=20000 and --rate positive");
+    }
+    if a.target.is_none() {
+        crate::procs::check_protocol(&a.protocol)?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

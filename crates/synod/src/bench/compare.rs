@@ -74,7 +74,10 @@ pub(super) async fn wait_ready(cl: &mut Cluster, timeout: Duration) -> Result<()
 
 #[derive(Args, Debug)]
 pub(super) struct CompareArgs {
-    /// Systems to run: synod, zookeeper, etcd (a missing one is skipped with the reason).
+    /// Systems to run, one cluster after another: `synod` (with --protocol), `synod-PROTOCOL`
+    /// for synod with a given protocol (e.g. `synod-paxos`, `synod-zab-ct`: several synod
+    /// protocols side by side, labelled `synod (PROTOCOL)`), `zookeeper`, `etcd`. A system
+    /// that is not installed is skipped with the reason.
     #[arg(long, value_delimiter = ',', default_value = "synod,zookeeper,etcd")]
     systems: Vec<String>,
     /// Write percentages of the matrix.
@@ -92,7 +95,8 @@ pub(super) struct CompareArgs {
     value_size: usize,
     #[arg(long, default_value_t = 1000)]
     keys: usize,
-    /// synod's replication protocol.
+    /// The replication protocol of the system `synod` (zab, a Zab variant, paxos, paxos-mbq,
+    /// paxos-none).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Configuration overrides for every synod node (`--set key=value`, repeatable).
@@ -115,15 +119,32 @@ pub(super) struct CompareDoc {
     pub(super) results: Vec<RunResult>,
 }
 
-pub(super) fn kind_of(name: &str, protocol: &str, sets: &[String]) -> Result<Kind> {
-    Ok(match name {
-        "synod" => Kind::Synod {
-            protocol: protocol.into(),
+/// The system a `--systems` name starts, and its label in the results: `synod` runs
+/// `protocol`, `synod-PROTOCOL` its own.
+pub(super) fn kind_of(name: &str, protocol: &str, sets: &[String]) -> Result<(Kind, String)> {
+    let synod = |p: &str| -> Result<(Kind, String)> {
+        if synod_server::protocol::Family::of(p).is_none() {
+            bail!(
+                "system '{name}': '{p}' is not a protocol of synod (supported: {})",
+                synod_server::protocol::names().join(", ")
+            );
+        }
+        let kind = Kind::Synod {
+            protocol: p.into(),
             sets: sets.to_vec(),
+        };
+        Ok((kind, format!("synod ({p})")))
+    };
+    Ok(match name {
+        "synod" => synod(protocol)?,
+        "zookeeper" | "zk" => (Kind::ZooKeeper, "zookeeper".into()),
+        "etcd" => (Kind::Etcd, "etcd".into()),
+        s => match s.strip_prefix("synod-") {
+            Some(p) => synod(p)?,
+            None => bail!(
+                "unknown system '{s}' (synod, synod-PROTOCOL such as synod-paxos, zookeeper, etcd)"
+            ),
         },
-        "zookeeper" | "zk" => Kind::ZooKeeper,
-        "etcd" => Kind::Etcd,
-        s => bail!("unknown system '{s}' (synod, zookeeper, etcd)"),
     })
 }
 
@@ -214,7 +235,7 @@ pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
     let mut versions = Vec::new();
     let mut skipped = Vec::new();
     for (k, name) in a.systems.iter().enumerate() {
-        let kind = kind_of(name, &a.protocol, &a.set)?;
+        let (kind, label) = kind_of(name, &a.protocol, &a.set)?;
         if let Some(why) = crate::procs::missing(&kind) {
             eprintln!("skipping {name}: {why}");
             skipped.push(format!("{name}: {why}"));
@@ -226,12 +247,10 @@ pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
             skipped.push(format!("etcd: {why}"));
             continue;
         }
-        versions.push(crate::procs::version(&kind));
-        let label = if name == "synod" {
-            format!("synod ({})", a.protocol)
-        } else {
-            name.clone()
-        };
+        let version = crate::procs::version(&kind);
+        if !versions.contains(&version) {
+            versions.push(version);
+        }
         let base = a.base_port + (k as u16) * 20;
         results
             .extend(run_matrix(kind, 3, base, &a.write_ratios, &a.clients, &tmpl, &label).await?);
@@ -288,8 +307,8 @@ pub(super) fn compare_markdown(doc: &CompareDoc) -> String {
         s += &format!("| {} |\n", r.cells().join(" | "));
     }
     s += "\n## Ratios\n\nThroughput ratio > 1 and latency ratio < 1 favour synod.\n\n";
-    s += "| clients | writes | ops/s synod/ZK | p50 synod/ZK | p99 synod/ZK | ops/s synod/etcd | p50 synod/etcd | p99 synod/etcd |\n";
-    s += "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    s += "| synod | clients | writes | ops/s synod/ZK | p50 synod/ZK | p99 synod/ZK | ops/s synod/etcd | p50 synod/etcd | p99 synod/etcd |\n";
+    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for r in doc.results.iter().filter(|r| r.system.starts_with("synod")) {
         let cell = |other: &str| match find(&doc.results, other, r.clients, r.write_ratio) {
             Some(o) if o.throughput > 0.0 => format!(
@@ -301,7 +320,8 @@ pub(super) fn compare_markdown(doc: &CompareDoc) -> String {
             _ => "– | – | –".into(),
         };
         s += &format!(
-            "| {} | {}% | {} | {} |\n",
+            "| {} | {} | {}% | {} | {} |\n",
+            r.system,
             r.clients,
             r.write_ratio,
             cell("zookeeper"),

@@ -31,7 +31,7 @@ pub(super) struct MemoryArgs {
 pub(super) async fn memory(a: MemoryArgs) -> Result<i32> {
     let mut rows = Vec::new();
     for name in &a.systems {
-        let kind = kind_of(name, "zab", &[])?;
+        let (kind, _) = kind_of(name, "zab", &[])?;
         if kind == Kind::Etcd {
             bail!("memory compares ZooKeeper-protocol systems (synod, zookeeper)");
         }

@@ -1,4 +1,4 @@
-use super::compare::{chart, compare_markdown, CompareDoc};
+use super::compare::{chart, compare_markdown, kind_of, CompareDoc};
 use super::cost::{
     parse_deliveries, parse_transport, prom_counter, ServerCost, Snapshot, Transport,
 };
@@ -42,14 +42,45 @@ fn ratios_table_names_both_systems() {
         versions: vec![],
         settings: String::new(),
         skipped: vec![],
-        results: vec![r("synod (zab)", 5000.0), r("zookeeper", 1000.0)],
+        results: vec![
+            r("synod (zab)", 5000.0),
+            r("synod (paxos)", 4000.0),
+            r("zookeeper", 1000.0),
+        ],
     };
     let md = compare_markdown(&doc);
     assert!(
-        md.contains("| 32 | 100% | 5.00 | 1.00 | 1.00 | – | – | – |"),
+        md.contains("| synod (zab) | 32 | 100% | 5.00 | 1.00 | 1.00 | – | – | – |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| synod (paxos) | 32 | 100% | 4.00 | 1.00 | 1.00 | – | – | – |"),
         "{md}"
     );
     assert!(chart(&doc.results).contains("<svg"));
+}
+
+#[test]
+fn systems_name_synod_with_its_protocol() {
+    let (k, label) = kind_of("synod", "zab", &[]).unwrap();
+    assert_eq!(
+        (k.name(), label.as_str()),
+        ("synod-zab".into(), "synod (zab)")
+    );
+    let (k, label) = kind_of("synod-paxos", "zab", &[]).unwrap();
+    assert_eq!(
+        (k.name(), label.as_str()),
+        ("synod-paxos".into(), "synod (paxos)")
+    );
+    let (_, label) = kind_of("zk", "zab", &[]).unwrap();
+    assert_eq!(label, "zookeeper");
+    let e = kind_of("synod-raft", "zab", &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("'raft' is not a protocol") && e.contains("paxos"),
+        "{e}"
+    );
+    let e = kind_of("consul", "zab", &[]).unwrap_err().to_string();
+    assert!(e.contains("synod-paxos"), "{e}");
 }
 
 const METRICS: &str = "# HELP synod_transport Peer transport counters.

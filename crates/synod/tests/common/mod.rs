@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 pub struct Node {
     pub id: u32,
     pub admin: u16,
+    /// The ZooKeeper client port, if the node serves one.
+    pub client: Option<u16>,
     pub config: PathBuf,
     pub data: PathBuf,
     pub log: PathBuf,
@@ -152,6 +154,17 @@ pub fn cluster(base: u16, extra: &[&str]) -> Cluster {
 }
 
 pub fn cluster_with(base: u16, extra: &[&str], zab: &[&str]) -> Cluster {
+    cluster_full(base, extra, zab, false)
+}
+
+/// A cluster whose nodes also serve ZooKeeper clients, node i on port `base + 30 + i`.
+pub fn cluster_with_clients(base: u16, extra: &[&str], sections: &[&str]) -> Cluster {
+    cluster_full(base, extra, sections, true)
+}
+
+/// `extra` lines go at the top level of every node's configuration, `zab` lines after its
+/// `[zab]` section (other sections may follow them).
+fn cluster_full(base: u16, extra: &[&str], zab: &[&str], clients: bool) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let mut peers = String::new();
     for i in 1..=3u16 {
@@ -162,11 +175,15 @@ pub fn cluster_with(base: u16, extra: &[&str], zab: &[&str]) -> Cluster {
         let data = dir.path().join(format!("node{i}"));
         let config = dir.path().join(format!("node{i}.toml"));
         let admin = base + 20 + i as u16;
+        let client = clients.then_some(base + 30 + i as u16);
         let mut text = format!(
             "cluster_id = \"test\"\nnode_id = {i}\nadmin_addr = \"127.0.0.1:{admin}\"\n\
              data_dir = {:?}\nlog_level = \"info\"\n",
             data.display().to_string()
         );
+        if let Some(port) = client {
+            text.push_str(&format!("client_addr = \"127.0.0.1:{port}\"\n"));
+        }
         for e in extra {
             text.push_str(e);
             text.push('\n');
@@ -184,6 +201,7 @@ pub fn cluster_with(base: u16, extra: &[&str], zab: &[&str]) -> Cluster {
         nodes.push(Node {
             id: i,
             admin,
+            client,
             config,
             log: dir.path().join(format!("node{i}.log")),
             data,
