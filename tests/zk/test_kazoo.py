@@ -367,12 +367,16 @@ def test_raw_requests_kazoo_lacks(cluster, zk, base):
     raw = RawZK(cluster.client_port(2))
     try:
         zk.create(base + "/a/b/c", b"", makepath=True)
+        # kazoo wrote through another server: sync (op 9) before reading here.
+        assert raw.call(9, jstr(base))[0] == 0
         # getAllChildrenNumber
         err, body = raw.call(104, jstr(base))
         assert err == 0 and struct.unpack("!i", body)[0] == 3
         # createContainer (op 19, create2 response) and getEphemerals
         err, body = raw.call(19, jstr(base + "/box") + jbuf(b"") + OPEN_ACL + struct.pack("!i", 4))
         assert err == 0
+        # The raw session wrote through another server: sync before reading it here.
+        zk.sync(base)
         st = zk.exists(base + "/box")
         assert st.ephemeralOwner == 0, "containers show no owner"
         err, _ = raw.call(1, jstr(base + "/eph") + jbuf(b"") + OPEN_ACL + struct.pack("!i", 1))
