@@ -175,6 +175,10 @@ pub(crate) struct Slot {
     pub seq: u64,
 }
 
+/// A pre-vote under way: the view proposed, when the question was last sent, and who agreed
+/// (with the view each would move to).
+pub(crate) type PreVote = (u64, TimeUs, Vec<(NodeId, u64)>);
+
 /// A state transfer under way: the snapshot being assembled.
 #[derive(Debug)]
 pub(crate) struct Transfer {
@@ -244,6 +248,7 @@ pub struct Paxos {
     /// Accepted, not yet known chosen: since when (the oldest bounds the view-change timer).
     pub(crate) waiting_since: BTreeMap<u64, TimeUs>,
     pub(crate) need_view_sent: (u64, TimeUs),
+    pub(crate) suspect: Option<PreVote>,
     // ---- view change ----
     pub(crate) vc_since: TimeUs,
     pub(crate) vc_timeout: TimeUs,
@@ -520,6 +525,7 @@ impl Protocol for Paxos {
             last_heard_primary: 0,
             waiting_since: BTreeMap::new(),
             need_view_sent: (0, 0),
+            suspect: None,
             vc_since: 0,
             vc_timeout: opt.view_change_timeout_us,
             reports: BTreeMap::new(),
@@ -664,6 +670,8 @@ impl Paxos {
             Msg::NewView { view, base, orders } => self.on_new_view(from, view, base, orders, out),
             Msg::NeedView { view } => self.on_need_view(from, view, out),
             Msg::Collecting { view, have } => self.on_collecting(from, view, have, out),
+            Msg::Suspect { view } => self.on_suspect(from, view, out),
+            Msg::SuspectAck { view } => self.on_suspect_ack(from, view, out),
             Msg::SnapRequest { n, at, offset } => self.on_snap_request(from, n, at, offset, out),
             Msg::SnapChunk {
                 at,

@@ -131,6 +131,11 @@ pub enum Msg {
     /// reports it holds: the others send theirs again, and nobody gives the view up while its
     /// primary is heard (large reports take time to arrive).
     Collecting { view: u64, have: Vec<u32> },
+    /// Pre-vote: "I hear nothing from my primary; would you change to `view`?" No promise.
+    Suspect { view: u64 },
+    /// "So would I": the sender's primary is silent or stuck too (or it is changing views
+    /// already), and the view it would move to.
+    SuspectAck { view: u64 },
     /// State transfer: send the stable checkpoint covering at least `n` whole batches, from
     /// byte `offset` of the snapshot at `at` (`None`: the latest).
     SnapRequest {
@@ -170,6 +175,8 @@ impl MessageKind for Msg {
             Msg::NewView { .. } => "newview",
             Msg::NeedView { .. } => "needview",
             Msg::Collecting { .. } => "collecting",
+            Msg::Suspect { .. } => "suspect",
+            Msg::SuspectAck { .. } => "suspect-ack",
             Msg::SnapRequest { .. } => "snap-request",
             Msg::SnapChunk { .. } => "snap-chunk",
             Msg::Recover { .. } => "recover",
@@ -203,6 +210,7 @@ impl WireSize for Msg {
             Msg::NewView { orders, .. } => 16 + orders_size(orders),
             Msg::NeedView { .. } => 8,
             Msg::Collecting { have, .. } => 12 + 4 * have.len(),
+            Msg::Suspect { .. } | Msg::SuspectAck { .. } => 8,
             Msg::SnapRequest { .. } => 33,
             Msg::SnapChunk { data, .. } => 36 + data.len(),
             Msg::Recover { .. } => 8,
@@ -370,6 +378,14 @@ impl Wire for Msg {
                 b.put_u64(*base);
                 orders.encode(b);
             }
+            Msg::Suspect { view } => {
+                b.put_u8(17);
+                b.put_u64(*view);
+            }
+            Msg::SuspectAck { view } => {
+                b.put_u8(18);
+                b.put_u64(*view);
+            }
             Msg::Collecting { view, have } => {
                 b.put_u8(16);
                 b.put_u64(*view);
@@ -476,6 +492,8 @@ impl Wire for Msg {
                 orders: Vec::decode(b)?,
             },
             11 => Msg::NeedView { view: get_u64(b)? },
+            17 => Msg::Suspect { view: get_u64(b)? },
+            18 => Msg::SuspectAck { view: get_u64(b)? },
             16 => {
                 let view = get_u64(b)?;
                 let n = synod_core::wire::get_count(b, "reporters", 4)?;

@@ -486,3 +486,37 @@ fn a_state_transfer_resumes_from_another_replica_at_its_offset() {
     assert_eq!(restored[0].at, at);
     assert_eq!(c.executed(), 2, "the snapshot ends on a whole batch");
 }
+
+#[test]
+fn a_replica_cut_off_alone_does_not_depose_a_primary_the_others_hear() {
+    let mut net = Net::new(3, Options::default());
+    let p = net.primary();
+    let lone = (p + 1) % 3;
+    let other = (p + 2) % 3;
+    let view = net.cores[p].hard().installed;
+    // The lone backup hears nothing for two seconds; the primary keeps the other one fed.
+    net.cut.push(net.cores[lone].me());
+    for _ in 0..40 {
+        net.now += 50_000;
+        net.step(p, Input::Timeout);
+        net.step(other, Input::Timeout);
+        net.step(lone, Input::Timeout);
+        net.run();
+    }
+    assert_eq!(
+        net.cores[lone].hard().promised,
+        view,
+        "no promise without f + 1 suspicions"
+    );
+    // Healed: the backup hears its primary again and stays in the view.
+    net.cut.clear();
+    net.step(p, Input::Submit(vec![cmd(1)]));
+    net.run();
+    net.now += 60_000;
+    net.step(p, Input::Timeout);
+    net.run();
+    for c in &net.cores {
+        assert_eq!(c.hard().installed, view);
+    }
+    assert_eq!(net.delivered[lone], vec![1]);
+}

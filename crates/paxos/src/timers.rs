@@ -20,7 +20,7 @@ impl Paxos {
 
     /// While catching up (and making progress) a backup does not suspect its primary for
     /// orders it cannot commit yet (§4.4.5).
-    fn catching_up(&self) -> bool {
+    pub(crate) fn catching_up(&self) -> bool {
         self.catch_up_since
             .is_some_and(|t| self.now < t + 4 * self.base_timeout())
             || self.transfer.is_some()
@@ -43,7 +43,11 @@ impl Paxos {
                 }
             }
             Status::Normal => {
-                at(self.last_heard_primary + timeout);
+                match &self.suspect {
+                    // While a pre-vote runs, its resend stands for the silence deadline.
+                    Some((_, t, _)) => at(t + self.opt.heartbeat_us),
+                    None => at(self.last_heard_primary + timeout),
+                }
                 if let Some(&t) = self.waiting_since.values().min() {
                     if !self.catching_up() {
                         at(t + timeout);
@@ -104,17 +108,15 @@ impl Paxos {
                 }
             }
             Status::Normal => {
-                let silent = now >= self.last_heard_primary + timeout;
-                let stuck = !self.catching_up()
-                    && self
-                        .waiting_since
-                        .values()
-                        .min()
-                        .is_some_and(|&t| now >= t + timeout);
-                if silent || stuck {
+                if self.order_stuck() {
                     let v = self.hard.promised + 1;
                     self.start_view_change(v, out);
                 } else {
+                    if self.primary_silent() {
+                        self.pre_vote(out);
+                    } else {
+                        self.suspect = None;
+                    }
                     self.catch_up_timers(timeout, out);
                 }
             }

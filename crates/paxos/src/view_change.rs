@@ -30,6 +30,7 @@ impl Paxos {
         self.hard.promised = v;
         self.status = Status::ViewChange;
         self.vc_since = self.now;
+        self.suspect = None;
         self.counters.view_changes += 1;
         self.reports.clear();
         self.step_down();
@@ -294,6 +295,95 @@ impl Paxos {
         }
         self.need_view_sent = (view, self.now);
         self.send(Dest::One(from), Msg::NeedView { view }, 0, out);
+    }
+
+    /// A backup of the installed view has heard nothing from its primary for the timeout.
+    pub(crate) fn primary_silent(&self) -> bool {
+        self.status == Status::Normal
+            && !self.is_primary()
+            && self.now >= self.last_heard_primary + self.base_timeout()
+    }
+
+    /// A backup's accepted order has stayed unchosen for the timeout while its primary is
+    /// heard (not while catching up).
+    pub(crate) fn order_stuck(&self) -> bool {
+        let (now, timeout) = (self.now, self.base_timeout());
+        self.status == Status::Normal
+            && !self.is_primary()
+            && !self.catching_up()
+            && self
+                .waiting_since
+                .values()
+                .min()
+                .is_some_and(|&t| now >= t + timeout)
+    }
+
+    /// The pre-vote: a backup that hears nothing from its primary asks the others whether
+    /// they would change view too, and promises the next view (durably, disrupting the
+    /// installed one) only with `f + 1` agreements, its own included. A replica cut off alone
+    /// therefore never deposes a primary that the others still hear, and comes back to the
+    /// installed view without a view change (its promise never moved). An order stuck under a
+    /// primary that is heard still starts a view change at once, as does a primary that cannot
+    /// gather its acknowledgements. Each agreement names the view its sender would move to
+    /// (above its own installed view): replicas left in different views agree on the highest.
+    pub(crate) fn pre_vote(&mut self, out: &mut PaxosActions) {
+        let v = self.hard.installed + 1;
+        if self.cluster.quorum() <= 1 {
+            self.start_view_change(v, out);
+            return;
+        }
+        match &mut self.suspect {
+            Some((view, at, _)) if *view == v => {
+                if self.now < *at + self.opt.heartbeat_us {
+                    return;
+                }
+                *at = self.now;
+            }
+            _ => self.suspect = Some((v, self.now, Vec::new())),
+        }
+        self.send(Dest::All, Msg::Suspect { view: v }, 0, out);
+    }
+
+    pub fn on_suspect(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
+        let agree = match self.status {
+            Status::ViewChange => Some(view.max(self.hard.promised)),
+            Status::Normal if self.primary_silent() || self.order_stuck() => {
+                Some(view.max(self.hard.installed + 1))
+            }
+            Status::Normal | Status::Recovering => None,
+        };
+        match agree {
+            Some(v) => self.send(Dest::One(from), Msg::SuspectAck { view: v }, 0, out),
+            None if self.is_primary() && view <= self.hard.installed + 1 => {
+                // The asker does not hear this primary (or is behind its view): its NEWVIEW
+                // brings it in, and proves the primary alive.
+                if let Some(nv) = self.new_view_msg.clone() {
+                    self.send(Dest::One(from), nv, 0, out);
+                }
+            }
+            None => {}
+        }
+    }
+
+    pub fn on_suspect_ack(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
+        if !self.primary_silent() {
+            return;
+        }
+        let q = self.cluster.quorum();
+        let promised = self.hard.promised;
+        let Some((mine, _, agrees)) = &mut self.suspect else {
+            return;
+        };
+        if view < *mine {
+            return;
+        }
+        if !agrees.iter().any(|&(id, _)| id == from) {
+            agrees.push((from, view));
+        }
+        if agrees.len() + 1 >= q {
+            let target = agrees.iter().map(|&(_, v)| v).max().unwrap_or(*mine);
+            self.start_view_change(target.max(promised + 1), out);
+        }
     }
 
     /// The prospective primary's beacon while it collects VIEWCHANGEs (every heartbeat).

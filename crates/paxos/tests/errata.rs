@@ -258,11 +258,14 @@ fn booted(bug: Option<Bug>) -> World {
 /// report (which predates that accept), gives n = 1 to `b`.
 fn accept_after_viewchange(bug: Option<Bug>) -> Vec<Checker> {
     let mut w = booted(bug);
-    // n1 stops hearing n2 and suspects it; its VIEWCHANGE(2) reaches n3 only, and n3's own
-    // VIEWCHANGE never reaches n2.
-    w.tick(2_000_000, &[1]);
-    assert_eq!(w.view(1).epoch, 2);
-    w.deliver(|f, t, m| f == 1 && t == 3 && matches!(m, Msg::ViewChange { .. }));
+    // n1 and n3 stop hearing n2 and agree (the pre-vote) to change view; n2 hears none of it.
+    w.tick(2_000_000, &[1, 3]);
+    for _ in 0..3 {
+        w.deliver(|f, t, m| {
+            f != 2 && t != 2 && matches!(m, Msg::Suspect { .. } | Msg::SuspectAck { .. })
+        });
+    }
+    assert_eq!(w.view(1).epoch, 2, "n1 promised view 2");
     w.queue
         .retain(|(f, t, _)| !(t == &2 && (f == &1 || f == &3)));
     // The old primary orders `a`; n1 (in its view change) gets the ACCEPT, n3 does not.
@@ -301,9 +304,13 @@ fn lower_view(bug: Option<Bug>) -> Vec<Checker> {
     assert_eq!(w.view(3).leader, Some(3));
     w.submit(3, 2);
     w.run(|f, t, m| f == 2 || t == 2 || (t == 1 && matches!(m, Msg::Commit { .. })));
-    // View 3 (n1) with n2, without n3.
-    w.tick(2_000_000, &[1, 2]);
-    w.run(|f, t, _| f == 3 || t == 3);
+    // View 3 (n1) with n2, without n3: n2 gives its view up (its order has no quorum) and
+    // escalates; n1 joins.
+    for _ in 0..20 {
+        w.tick(200_000, &[1, 2]);
+        w.run(|f, t, _| f == 3 || t == 3);
+    }
+    assert_eq!(w.view(1).leader, Some(1));
     w.tick(60_000, &[1]);
     w.run(|f, t, _| f == 3 || t == 3);
     w.caught()
@@ -336,7 +343,13 @@ fn stale_ack(bug: Option<Bug>) -> Vec<Checker> {
     w.queue.clear();
     w.node(2).hold_disk = false;
     w.start(2);
-    // Views 2, 3 and 4 among n2 and n3 only (n1 is cut off).
+    // Views 2, 3 and 4 among n2 and n3 only (n1 is cut off): the restarted n2 never leads
+    // view 1 again, n3 installs view 2 and restarts (nor does it lead view 2 again), view 3's
+    // primary (n1) is unreachable, and view 4 is n2's.
+    w.run(|f, t, _| f == 1 || t == 1);
+    assert_eq!(w.view(3).leader, Some(3));
+    w.crash(3);
+    w.start(3);
     for _ in 0..6 {
         w.tick(3_000_000, &[2, 3]);
         w.run(|f, t, _| f == 1 || t == 1);

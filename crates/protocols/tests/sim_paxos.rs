@@ -104,9 +104,9 @@ fn newview_stopping_at_the_highest_commit_is_caught() {
 
 #[test]
 fn executing_a_catch_up_accept_is_caught() {
-    // §6.1.14: an A record from catch-up executed as if committed (N = 3 seed 178: delivered
+    // §6.1.14: an A record from catch-up executed as if committed (N = 3 seed 1791: delivered
     // while fewer than a quorum held it).
-    let mut cfg = SimConfig::new(3, 178, ());
+    let mut cfg = SimConfig::new(3, 1791, ());
     cfg.faults = FaultSet::all();
     let (r, _) = run_named_one("paxos-bug-execute-catchup-accept", &cfg).unwrap();
     assert!(
