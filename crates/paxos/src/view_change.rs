@@ -61,22 +61,26 @@ impl Paxos {
     /// `<VIEWCHANGE, v, n, l, P, i>` for the promised view, behind every op issued so far (the
     /// promise among them).
     pub(crate) fn send_view_change(&mut self, out: &mut PaxosActions) {
-        let v = self.hard.promised;
-        let report = self.own_report();
+        // The new primary multicasts too (without orders: nobody else builds its NEWVIEW), so
+        // the others learn of the view change and join.
+        let msg = self.view_change_msg(self.primary_of(self.hard.promised) != self.me());
         let after = self.seq;
-        // The new primary multicasts too: the others learn of the view change and join.
-        let msg = Msg::ViewChange {
-            view: v,
-            executed: report.executed,
-            stable: report.stable,
-            orders: if self.primary_of(v) == self.me() {
-                Vec::new()
-            } else {
-                report.orders
-            },
-        };
         self.send(Dest::All, msg, after, out);
         self.try_new_view(out);
+    }
+
+    /// `<VIEWCHANGE, v, n, l, P, i>` for the promised view, with its orders or without them.
+    fn view_change_msg(&self, with_orders: bool) -> Msg {
+        Msg::ViewChange {
+            view: self.hard.promised,
+            executed: self.exec_n,
+            stable: self.base,
+            orders: if with_orders {
+                self.orders_above(self.base + 1, usize::MAX)
+            } else {
+                Vec::new()
+            },
+        }
     }
 
     fn own_report(&self) -> ViewReport {
@@ -409,13 +413,7 @@ impl Paxos {
         }
         self.vc_since = self.now;
         if !have.contains(&self.me()) {
-            let report = self.own_report();
-            let msg = Msg::ViewChange {
-                view: v,
-                executed: report.executed,
-                stable: report.stable,
-                orders: report.orders,
-            };
+            let msg = self.view_change_msg(true);
             let after = self.seq;
             self.send(Dest::One(from), msg, after, out);
         }

@@ -4,20 +4,9 @@
 
 mod common;
 
-use common::{assert_clean, fired, threads};
-use synod_protocols::{run_named_one, run_named_seeds};
-use synod_sim::{Checker, FaultSet, NetModel, Report, SimConfig, Wan};
-
-fn config(nodes: usize) -> SimConfig<()> {
-    let mut cfg = SimConfig::new(nodes, 0, ());
-    cfg.faults = FaultSet::all();
-    cfg.fault_window_us = 3_000_000;
-    cfg
-}
-
-fn sweep(name: &str, cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
-    run_named_seeds(name, cfg, seeds, threads()).expect("known protocol")
-}
+use common::{assert_clean, config, fired, sweep};
+use synod_protocols::run_named_one;
+use synod_sim::{Checker, FaultSet, NetModel, SimConfig, Wan};
 
 #[test]
 fn paxos_three_nodes_300_seeds_all_faults() {

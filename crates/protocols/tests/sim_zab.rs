@@ -3,21 +3,9 @@
 
 mod common;
 
-use common::{assert_clean, fired, threads};
-use synod_protocols::{run_named_one, run_named_seeds};
-use synod_sim::{Checker, FaultSet, Report, SimConfig};
-
-fn config(nodes: usize) -> SimConfig<()> {
-    let mut cfg = SimConfig::new(nodes, 0, ());
-    cfg.faults = FaultSet::all();
-    // Shorter than the command line's default so that the suite stays within minutes.
-    cfg.fault_window_us = 3_000_000;
-    cfg
-}
-
-fn sweep(name: &str, cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
-    run_named_seeds(name, cfg, seeds, threads()).expect("known protocol")
-}
+use common::{assert_clean, config, fired, sweep};
+use synod_protocols::run_named_one;
+use synod_sim::{Checker, FaultSet, SimConfig};
 
 #[test]
 fn zab_three_nodes_200_seeds_all_faults() {

@@ -1,7 +1,7 @@
 //! Helpers shared by the simulated sweeps of the registry's protocols.
 #![allow(dead_code)] // each test file uses its own subset
 
-use synod_sim::{Checker, Report};
+use synod_sim::{Checker, FaultSet, Report, SimConfig};
 
 pub fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
@@ -24,4 +24,18 @@ pub fn fired(r: &Report) -> Vec<Checker> {
     c.sort();
     c.dedup();
     c
+}
+
+/// Every fault kind, with a fault window shorter than the command line's default so that the
+/// suites stay within minutes.
+pub fn config(nodes: usize) -> SimConfig<()> {
+    let mut cfg = SimConfig::new(nodes, 0, ());
+    cfg.faults = FaultSet::all();
+    cfg.fault_window_us = 3_000_000;
+    cfg
+}
+
+/// Run `seeds` of the named protocol.
+pub fn sweep(name: &str, cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
+    synod_protocols::run_named_seeds(name, cfg, seeds, threads()).expect("known protocol")
 }
