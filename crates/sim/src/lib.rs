@@ -238,6 +238,8 @@ pub struct SimConfig<O> {
     pub restart_check: bool,
     /// A fixed fault schedule replacing the drawn one (for demonstrations and regressions).
     pub script: Vec<faults::Scripted>,
+    /// Record [`Report::timeline`] in buckets of this length (0: not at all).
+    pub timeline_us: u64,
     /// Checkers switched off (only to show that the others catch a bug on their own).
     pub disabled: Vec<Checker>,
     pub trace: bool,
@@ -271,6 +273,7 @@ impl<O> SimConfig<O> {
             groups: 1,
             cross_check: None,
             script: Vec::new(),
+            timeline_us: 0,
             disabled: Vec::new(),
             trace: false,
         }
@@ -306,6 +309,7 @@ impl<O> SimConfig<O> {
             groups: self.groups,
             cross_check: self.cross_check,
             script: self.script.clone(),
+            timeline_us: self.timeline_us,
             disabled: self.disabled.clone(),
             trace: self.trace,
         }
@@ -350,6 +354,14 @@ pub struct Report {
     /// "back-to-variant".
     pub switches: BTreeMap<&'static str, u64>,
     pub nodes: usize,
+    /// Commands completed (client replies) by the replica they were submitted at, by node
+    /// index, and their latency (per-site throughput and latency on a WAN).
+    pub completed_by_node: Vec<u64>,
+    pub latency_by_node: Vec<Option<Histogram<u64>>>,
+    /// With `SimConfig::timeline_us`: per bucket of that length from the run's start (warm-up
+    /// included), per node, (commands completed for clients submitted there, commands the
+    /// node delivered).
+    pub timeline: Vec<Vec<(u64, u64)>>,
 }
 
 impl Report {
@@ -424,6 +436,26 @@ impl Report {
         for (k, v) in r.switches {
             *self.switches.entry(k).or_default() += v;
         }
+        grow(&mut self.completed_by_node, r.completed_by_node.len());
+        for (a, b) in self.completed_by_node.iter_mut().zip(r.completed_by_node) {
+            *a += b;
+        }
+        grow(&mut self.latency_by_node, r.latency_by_node.len());
+        for (a, b) in self.latency_by_node.iter_mut().zip(r.latency_by_node) {
+            match (a, b) {
+                (Some(l), Some(h)) => l.add(&h).expect("same histogram bounds"),
+                (a @ None, b) => *a = b,
+                _ => {}
+            }
+        }
+        grow(&mut self.timeline, r.timeline.len());
+        for (a, b) in self.timeline.iter_mut().zip(r.timeline) {
+            grow(a, b.len());
+            for (x, y) in a.iter_mut().zip(b) {
+                x.0 += y.0;
+                x.1 += y.1;
+            }
+        }
     }
 
     /// Seeds with at least one violation, in order.
@@ -435,6 +467,12 @@ impl Report {
 
     pub fn percentile_us(&self, q: f64) -> u64 {
         self.latency.as_ref().map_or(0, |h| h.value_at_quantile(q))
+    }
+}
+
+fn grow<T: Default>(v: &mut Vec<T>, len: usize) {
+    if v.len() < len {
+        v.resize_with(len, T::default);
     }
 }
 

@@ -44,18 +44,32 @@ impl Wan {
     /// The Mencius report's clique (mencius.md §7.2): three sites, 50 ms one-way, 20 Mbit/s
     /// per directed link; nodes placed round-robin.
     pub fn three_sites(nodes: usize) -> Self {
+        Self::clique(3, nodes, 50_000, 20_000_000 / 8)
+    }
+
+    /// `sites` sites (A, B, C, …), every directed pair with the same one-way latency and
+    /// bandwidth, `nodes` nodes placed round-robin. The Mencius report's star (§7.5: 25 ms to
+    /// a hub, 10 Mbit/s per site) is a clique of 50 ms whose sites' own interfaces
+    /// ([`crate::NetModel`]'s bandwidth) are 10 Mbit/s.
+    pub fn clique(sites: usize, nodes: usize, latency_us: u64, bandwidth_bytes_per_s: u64) -> Self {
         let link = WanLink {
-            latency_us: 50_000,
+            latency_us,
             jitter_us: 0,
-            bandwidth_bytes_per_s: 20_000_000 / 8,
+            bandwidth_bytes_per_s,
         };
-        let sites: Vec<String> = ["A", "B", "C"].iter().map(|s| s.to_string()).collect();
-        let links = (0..3)
-            .map(|a| (0..3).map(|b| if a == b { LAN } else { link }).collect())
+        let names: Vec<String> = (0..sites)
+            .map(|i| char::from(b'A' + (i % 26) as u8).to_string())
+            .collect();
+        let links = (0..sites)
+            .map(|a| {
+                (0..sites)
+                    .map(|b| if a == b { LAN } else { link })
+                    .collect()
+            })
             .collect();
         Wan {
-            site_of: (0..nodes).map(|i| i % 3).collect(),
-            sites,
+            site_of: (0..nodes).map(|i| i % sites.max(1)).collect(),
+            sites: names,
             links,
             changes: Vec::new(),
         }
@@ -287,5 +301,9 @@ mod tests {
         let w = Wan::parse("link A B 1ms 1mbps\nlink B A 1ms 1mbps", 5).unwrap();
         assert_eq!(w.site_of, vec![0, 1, 0, 1, 0]);
         assert_eq!(Wan::three_sites(5).site_of, vec![0, 1, 2, 0, 1]);
+        let star = Wan::clique(7, 7, 50_000, 1_000_000);
+        assert_eq!(star.sites[6], "G");
+        assert_eq!(star.link(0, 6).latency_us, 50_000);
+        assert_eq!(star.link(3, 3), LAN);
     }
 }

@@ -256,6 +256,14 @@ impl<P: Protocol> World<P> {
             .get_or_insert_with(|| Histogram::new(3).expect("histogram"))
             .record(lat.max(1));
         self.report.completed += 1;
+        let r = &mut self.report;
+        super::grow(&mut r.completed_by_node, node + 1);
+        r.completed_by_node[node] += 1;
+        super::grow(&mut r.latency_by_node, node + 1);
+        let _ = r.latency_by_node[node]
+            .get_or_insert_with(|| Histogram::new(3).expect("histogram"))
+            .record(lat.max(1));
+        self.timeline(node, (1, 0));
         if tracked {
             self.tracked_left = self.tracked_left.saturating_sub(1);
             if lat > self.cfg.liveness_bound_us {

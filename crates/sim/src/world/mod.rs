@@ -28,7 +28,7 @@ mod restart;
 
 use crate::check::{Checker, History};
 use crate::faults::{between, FaultKind, Schedule};
-use crate::{Report, SimConfig};
+use crate::{grow, Report, SimConfig};
 use bytes::Bytes;
 use clients::Client;
 use hdrhistogram::Histogram;
@@ -296,6 +296,20 @@ impl<P: Protocol> World<P> {
             seq: self.seq,
             ev,
         });
+    }
+
+    /// Count `(completed, delivered)` at node `i` in the current bucket of the timeline.
+    fn timeline(&mut self, i: usize, add: (u64, u64)) {
+        let every = self.cfg.timeline_us;
+        if every == 0 {
+            return;
+        }
+        let b = (self.now / every) as usize;
+        let t = &mut self.report.timeline;
+        grow(t, b + 1);
+        grow(&mut t[b], self.nodes.len());
+        t[b][i].0 += add.0;
+        t[b][i].1 += add.1;
     }
 
     fn rand_between(&mut self, lo: u64, hi: u64) -> u64 {
@@ -613,6 +627,8 @@ impl<P: Protocol> World<P> {
                 self.report.submitted = 0;
                 self.report.batches = 0;
                 self.report.deliveries = 0;
+                self.report.completed_by_node.clear();
+                self.report.latency_by_node.clear();
                 self.warm = (self.now, self.histories.iter().map(|h| h.max_slot()).sum());
             }
             Ev::Restart(i) => {

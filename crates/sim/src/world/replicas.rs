@@ -204,6 +204,7 @@ impl<P: Protocol> World<P> {
                     m.last_tag = at.tag;
                 }
                 self.report.deliveries += 1;
+                self.timeline(i, (0, 1));
                 if self.trace.is_some() {
                     let (slot, cid) = (at.slot, command.id);
                     self.tracef(|| format!("n{id} g{g} delivers slot {slot} (command {cid})"));
