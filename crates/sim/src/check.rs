@@ -13,10 +13,20 @@
 //! | leader | at most one leader per epoch |
 //! | liveness | after the last fault heals, the cluster settles and serves within a bound |
 //! | snapshot | a restored snapshot equals the global history prefix it claims |
+//!
+//! [`History::up_to_commutation`] (the register workload's mode, for protocols that deliver
+//! commuting commands out of order) replaces the one global slot map with one order per clique
+//! of conflicting commands (`check/commute.rs`): agreement compares the orders of
+//! non-commuting commands only, integrity is per replica incarnation, durability, recovery and
+//! snapshot compare sets of commands and those orders; the other checkers are unchanged.
+
+mod commute;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use synod_core::{NodeId, TimeUs};
+
+use crate::registers::Op;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Checker {
@@ -96,6 +106,8 @@ pub struct History {
     /// (node, incarnation) → last delivered slot.
     cursor: HashMap<(NodeId, u64), u64>,
     leaders: BTreeMap<u64, NodeId>,
+    /// Up to commutation: the per-clique orders instead of `slots` and `placed`.
+    commute: Option<Box<commute::Commuting>>,
 }
 
 impl History {
@@ -104,6 +116,22 @@ impl History {
             disabled,
             ..Self::default()
         }
+    }
+
+    /// A history checked up to commutation (the register workload's mode): replicas may
+    /// deliver commands that commute (`registers::commute`) in different orders. Submit with
+    /// [`History::submitted_op`]; a command submitted without an operation conflicts with every
+    /// other.
+    pub fn up_to_commutation(disabled: Vec<Checker>) -> Self {
+        Self {
+            commute: Some(Box::default()),
+            ..Self::with_disabled(disabled)
+        }
+    }
+
+    /// Whether this history is checked up to commutation.
+    pub fn commuting(&self) -> bool {
+        self.commute.is_some()
     }
 
     pub fn violate(&mut self, checker: Checker, at_us: TimeUs, detail: String) {
@@ -120,12 +148,17 @@ impl History {
         self.violations.is_empty()
     }
 
-    /// The highest slot delivered anywhere.
+    /// The highest slot delivered anywhere: the commands delivered anywhere (up to
+    /// commutation, where slots name no command, their number).
     pub fn max_slot(&self) -> u64 {
-        self.slots.len() as u64
+        match &self.commute {
+            Some(c) => c.distinct(),
+            None => self.slots.len() as u64,
+        }
     }
 
-    /// The command delivered at `slot`, if any replica delivered it.
+    /// The command delivered at `slot`, if any replica delivered it (always `None` up to
+    /// commutation).
     pub fn at(&self, slot: u64) -> Option<u64> {
         slot.checked_sub(1)
             .and_then(|i| self.slots.get(i as usize))
@@ -144,6 +177,16 @@ impl History {
             self.sessions.resize(i + 1, None);
         }
         self.sessions[i] = Some((client, connection, place));
+    }
+
+    /// A client submitted `id` (as in [`History::submitted_by`]), and it does `op` (the
+    /// register workload): what the checkers up to commutation need to know what it conflicts
+    /// with.
+    pub fn submitted_op(&mut self, id: u64, session: (u64, u64, u64), op: Op) {
+        self.submitted_by(id, session);
+        if let Some(c) = &mut self.commute {
+            c.submitted(id, op);
+        }
     }
 
     /// The client-order check, at the first delivery of `id` at `slot`: no command the same
@@ -175,6 +218,9 @@ impl History {
     /// A replica (re)started from a state that covers slots up to `base`.
     pub fn started(&mut self, node: NodeId, incarnation: u64, base: u64) {
         self.cursor.insert((node, incarnation), base);
+        if let Some(c) = &mut self.commute {
+            c.start(node, incarnation);
+        }
     }
 
     /// A replica delivered `id` at `slot`. `durable_quorum` says whether a quorum of replicas
@@ -209,6 +255,41 @@ impl History {
                 format!("n{node} delivered command {id}, which was never submitted"),
             );
         }
+        if let Some(c) = &mut self.commute {
+            let found = c.deliver(node, incarnation, tag, id);
+            if found.duplicate {
+                self.violate(
+                    Checker::Integrity,
+                    now,
+                    format!(
+                        "n{node} delivered command {id} twice in one incarnation (the second at \
+                         slot {slot})"
+                    ),
+                );
+            }
+            for d in found.disagree {
+                self.violate(Checker::Agreement, now, d);
+            }
+            if found.first {
+                self.ordered(now, id, slot);
+            }
+        } else {
+            self.in_total_order(now, node, slot, tag, id);
+        }
+        if !durable_quorum {
+            self.violate(
+                Checker::CrashTolerance,
+                now,
+                format!(
+                    "n{node} delivered command {id} at slot {slot} while fewer than a quorum \
+                     had it in stable storage"
+                ),
+            );
+        }
+    }
+
+    /// Agreement and integrity in total order: one command per slot, one slot per command.
+    fn in_total_order(&mut self, now: TimeUs, node: NodeId, slot: u64, tag: u64, id: u64) {
         let idx = (slot - 1) as usize;
         if idx < self.slots.len() {
             let (t, known) = self.slots[idx];
@@ -246,20 +327,17 @@ impl History {
                 ),
             );
         }
-        if !durable_quorum {
-            self.violate(
-                Checker::CrashTolerance,
-                now,
-                format!(
-                    "n{node} delivered command {id} at slot {slot} while fewer than a quorum \
-                     had it in stable storage"
-                ),
-            );
-        }
     }
 
     /// A replica replaced its state with a snapshot of `ids` (slot 1..=ids.len()).
     pub fn restored(&mut self, now: TimeUs, node: NodeId, incarnation: u64, ids: &[u64]) {
+        self.cursor.insert((node, incarnation), ids.len() as u64);
+        if let Some(c) = &mut self.commute {
+            for d in c.restore(node, incarnation, ids) {
+                self.violate(Checker::Snapshot, now, d);
+            }
+            return;
+        }
         for (i, &id) in ids.iter().enumerate() {
             let slot = i as u64 + 1;
             match self.at(slot) {
@@ -277,7 +355,6 @@ impl History {
                 }
             }
         }
-        self.cursor.insert((node, incarnation), ids.len() as u64);
     }
 
     pub fn leading(&mut self, now: TimeUs, node: NodeId, epoch: u64) {
@@ -317,6 +394,12 @@ impl History {
         applied_ids: &[u64],
         when: &str,
     ) {
+        if let Some(c) = &mut self.commute {
+            for d in c.holds(node, applied_ids, when) {
+                self.violate(checker.clone(), now, d);
+            }
+            return;
+        }
         let max = self.max_slot();
         if (applied_ids.len() as u64) < max {
             self.violate(

@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod faults;
+pub mod registers;
 pub mod wan;
 mod world;
 
@@ -165,6 +166,17 @@ pub struct Workload {
     /// Commands a client keeps outstanding at once, in order (ZooKeeper sessions pipeline);
     /// the client-order checker requires them delivered in that order.
     pub pipeline: usize,
+    /// The register workload (`registers.rs`), κ: each command writes one of `κ` registers
+    /// drawn by the seeded generator, or (a `barrier_ratio` of them) is a barrier conflicting
+    /// with everything; its payload names the register and the client session (padded to
+    /// `payload_bytes`, at least 16). It turns on the checkers up to commutation
+    /// ([`History::up_to_commutation`]), for protocols that deliver commuting commands out of
+    /// order; hand them [`registers::commute`]. `None` (the default): opaque payloads, total
+    /// order.
+    pub registers: Option<u32>,
+    /// With `registers`: the fraction of commands that are barriers (a ZooKeeper multi or
+    /// session operation).
+    pub barrier_ratio: f64,
 }
 
 impl Default for Workload {
@@ -181,6 +193,8 @@ impl Default for Workload {
             write_ratio: 1.0,
             read_service_us: 20,
             pipeline: 1,
+            registers: None,
+            barrier_ratio: 0.02,
         }
     }
 }

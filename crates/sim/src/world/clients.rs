@@ -10,6 +10,7 @@
 
 use super::{Ev, World};
 use crate::check::Checker;
+use crate::registers::{Op, BARRIER};
 use hdrhistogram::Histogram;
 use rand_core::RngCore;
 use std::collections::VecDeque;
@@ -126,7 +127,17 @@ impl<P: Protocol> World<P> {
         let cl = &mut self.clients[c];
         cl.sent_on_conn += 1;
         let session = (c as u64, cl.conn, cl.sent_on_conn);
-        self.histories[g].submitted_by(id, session);
+        let payload = match self.cfg.workload.registers {
+            Some(k) => {
+                let op = self.register_op(c as u64, k);
+                self.histories[g].submitted_op(id, session, op);
+                op.encode(self.cfg.workload.payload_bytes)
+            }
+            None => {
+                self.histories[g].submitted_by(id, session);
+                self.payload.clone()
+            }
+        };
         self.clients[c]
             .outstanding
             .push_back((id, self.now, tracked));
@@ -134,10 +145,7 @@ impl<P: Protocol> World<P> {
         if tracked {
             self.tracked_sent += 1;
         }
-        let command = Command {
-            id,
-            payload: self.payload.clone(),
-        };
+        let command = Command { id, payload };
         self.report.submitted += 1;
         if !self.nodes[node].up {
             self.client_rejected(node, g, id);
@@ -159,6 +167,18 @@ impl<P: Protocol> World<P> {
             );
         }
         true
+    }
+
+    /// The register workload's next command of client `c` over `registers` registers: a
+    /// barrier with probability `barrier_ratio`, else a write to a register drawn uniformly.
+    fn register_op(&mut self, client: u64, registers: u32) -> Op {
+        let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        if u < self.cfg.workload.barrier_ratio {
+            Op::Barrier { client }
+        } else {
+            let register = (self.rng.next_u64() % registers.clamp(1, BARRIER) as u64) as u32;
+            Op::Write { register, client }
+        }
     }
 
     /// (Re)arm the client's timeout: when its oldest outstanding command has waited too long.

@@ -266,7 +266,10 @@ impl<P: Protocol> World<P> {
             clients,
             schedule,
             histories: (0..groups)
-                .map(|_| History::with_disabled(cfg.disabled.clone()))
+                .map(|_| match cfg.workload.registers {
+                    Some(_) => History::up_to_commutation(cfg.disabled.clone()),
+                    None => History::with_disabled(cfg.disabled.clone()),
+                })
                 .collect(),
             cross: cfg.cross_check.map(|make| make()),
             next_command: 1,
