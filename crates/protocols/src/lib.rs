@@ -2,9 +2,10 @@
 //! each one's assumptions allow. It lives outside the simulator so that the simulator depends
 //! on the contract (`synod-core`) only; a new protocol family registers here.
 //!
-//! Families: [`zab`] (Zab and the thesis's variants) and [`paxos`] (PFT Multi-Paxos), each
+//! Families: [`zab`] (Zab and the thesis's variants) [`paxos`] (PFT Multi-Paxos) and [`mencius`], each
 //! with deliberately broken versions that exist to prove the checkers catch unsafe protocols.
 
+pub mod mencius;
 pub mod paxos;
 pub mod thesis;
 pub mod zab;
@@ -16,11 +17,12 @@ pub use zab::run_named_seeds_with;
 pub fn names() -> Vec<&'static str> {
     let mut v = zab::names();
     v.extend(paxos::names());
+    v.extend(mencius::names());
     v
 }
 
 pub fn check_name(name: &str) -> Result<(), String> {
-    if zab::known(name) || paxos::known(name) {
+    if zab::known(name) || paxos::known(name) || mencius::known(name) {
         Ok(())
     } else {
         Err(format!(
@@ -32,7 +34,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 
 /// Check that the protocol supports `nodes` replicas.
 pub fn check_size(name: &str, nodes: usize) -> Result<(), String> {
-    if paxos::known(name) {
+    if paxos::known(name) || mencius::known(name) {
         Ok(())
     } else {
         zab::check_size(name, nodes)
@@ -48,6 +50,8 @@ pub fn run_named_seeds(
 ) -> Result<Report, String> {
     if paxos::known(name) {
         paxos::run_seeds_with(name, cfg, seeds, threads, &|_| {})
+    } else if mencius::known(name) {
+        mencius::run_seeds_with(name, cfg, seeds, threads, &|_| {})
     } else {
         run_named_seeds_with(name, cfg, seeds, threads, &|_| {})
     }
@@ -58,6 +62,8 @@ pub fn run_named_one(name: &str, cfg: &SimConfig<()>) -> Result<(Report, Option<
     check_name(name)?;
     if paxos::known(name) {
         Ok(paxos::run_one(name, cfg))
+    } else if mencius::known(name) {
+        Ok(mencius::run_one(name, cfg))
     } else {
         zab::run_named_one(name, cfg)
     }
