@@ -91,7 +91,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0)]
     stay_down: usize,
     /// Run an experiment instead of a sweep: `pft` (the PFT thesis's batching, catch-up,
-    /// view-change and Paxos-against-Zab figures, docs/results/pft.md) or `thesis` (the thesis's failure-free comparison of
+    /// view-change and Paxos-against-Zab figures, docs/results/pft.md), `mencius` (the Mencius
+    /// report's WAN figures against Paxos, docs/results/mencius.md) or `thesis` (the thesis's failure-free comparison of
     /// the Zab family; writes docs/results/thesis.md).
     #[arg(long)]
     experiment: Option<String>,
@@ -146,8 +147,15 @@ pub fn run(args: SimArgs) -> Result<i32> {
             crate::experiment::pft::pft_experiment(args.quick)?;
             return Ok(0);
         }
+        if e == "mencius" {
+            let threads = args
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            crate::experiment::mencius::mencius_experiment(args.quick, threads)?;
+            return Ok(0);
+        }
         if e != "thesis" {
-            bail!("unknown experiment '{e}' (known: thesis, pft)");
+            bail!("unknown experiment '{e}' (known: thesis, pft, mencius)");
         }
         let threads = args
             .threads
