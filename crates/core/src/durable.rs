@@ -24,6 +24,13 @@ pub trait LogRecord: Clone + Debug {
     fn key_of(at: Position) -> u64 {
         at.slot
     }
+    /// Whether a snapshot taken at `snapshot_at` holds the command delivered at `at`. By
+    /// default positions compare by slot (every replica delivers the same slots); a protocol
+    /// whose replicas may deliver commuting commands in different slot orders (Mencius with
+    /// out-of-order commit) compares its own instance order instead.
+    fn snapshot_covers(snapshot_at: Position, at: Position) -> bool {
+        snapshot_at.slot >= at.slot
+    }
 }
 
 /// One write to stable storage. Ops are applied in the order issued.
@@ -134,7 +141,11 @@ impl<R: LogRecord, H: Clone> DurableState<R, H> {
     /// record or inside a snapshot that covers its slot? (The snapshot's content is checked
     /// separately by the simulator, which compares every restored snapshot with the history.)
     pub fn holds(&self, at: Position, command_id: u64) -> bool {
-        if self.snapshot.as_ref().is_some_and(|s| s.at.slot >= at.slot) {
+        if self
+            .snapshot
+            .as_ref()
+            .is_some_and(|s| R::snapshot_covers(s.at, at))
+        {
             return true;
         }
         self.records

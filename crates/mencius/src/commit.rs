@@ -37,6 +37,11 @@ impl Mencius {
         if let Some(v) = x.and_then(|x| x.learned.as_deref()) {
             return Known::Decided(v);
         }
+        if i < self.expected {
+            // Delivered: its value is kept until compaction; without one it was a no-op
+            // (a skip or a revoked block forgotten since).
+            return Known::Decided(NOOP);
+        }
         if self.decided_blocks.iter().any(|r| r.covers(i, self.n)) {
             return Known::Decided(NOOP);
         }
@@ -103,6 +108,9 @@ impl Mencius {
                 }
             }
             self.slot += 1;
+            if self.ooo.range(i..).next().is_some() {
+                self.mark_dirty(self.slot);
+            }
             out.apply.push(Apply::Command {
                 at: Position {
                     slot: self.slot,
@@ -156,6 +164,20 @@ impl Mencius {
         }
     }
 
+    /// The state right after delivery `slot` was not an instance prefix (something above was
+    /// delivered out of order): a snapshot taken there must not be kept.
+    fn mark_dirty(&mut self, slot: u64) {
+        match self.dirty.last_mut() {
+            Some((_, b)) if *b + 1 == slot => *b = slot,
+            _ => self.dirty.push((slot, slot)),
+        }
+        if self.dirty.len() > 4_096 {
+            // Merge the two oldest: conservative (marks clean points dirty), bounded.
+            let (a, _) = self.dirty.remove(0);
+            self.dirty[0].0 = a;
+        }
+    }
+
     /// Forget decided no-op blocks wholly below the commit point.
     fn collect_decided(&mut self) {
         let e = self.expected;
@@ -166,9 +188,12 @@ impl Mencius {
     /// something above the commit point was delivered out of order (the snapshot then holds
     /// more than an instance prefix, docs/contract.md §7).
     pub(crate) fn on_compact(&mut self, s: Snapshot, out: &mut MenciusActions) {
-        if !self.ooo.is_empty() || s.at.slot > self.slot || s.at.slot == 0 {
+        let slot = s.at.slot;
+        if slot > self.slot || slot == 0 || self.dirty.iter().any(|&(a, b)| a <= slot && slot <= b)
+        {
             return;
         }
+        self.dirty.retain(|&(_, b)| b > slot);
         let (i, left) = (msg::tag_instance(s.at.tag), msg::tag_left(s.at.tag));
         let through = if left == 0 { i } else { i - 1 };
         self.persist(
@@ -329,8 +354,20 @@ impl Mencius {
         out: &mut MenciusActions,
     ) {
         let inst = msg::tag_instance(at.tag);
-        if inst < self.expected || at.slot <= self.slot {
-            return; // nothing new
+        let left = msg::tag_left(at.tag);
+        // New only if it covers the first undecided instance (instances, not slots: with
+        // out-of-order commit this replica's slots run ahead of its prefix).
+        let covers = if left == 0 {
+            inst >= self.expected
+        } else {
+            inst > self.expected
+                || (inst == self.expected
+                    && self
+                        .resume_left
+                        .is_none_or(|(ri, l)| ri == inst && left < l))
+        };
+        if !covers {
+            return;
         }
         let t = self.transfer.get_or_insert_with(|| Transfer {
             from: q,
@@ -398,6 +435,11 @@ impl Mencius {
         self.resume_left = if left == 0 { None } else { Some((i, left)) };
         self.base = self.expected;
         self.ooo.clear();
+        self.dirty.clear();
+        // The state was replaced: what was delivered out of order above the snapshot is gone
+        // from it and is delivered again, so it must not count as a duplicate.
+        self.recent.clear();
+        self.recent_fifo.clear();
         let keep = self.insts.split_off(&self.base);
         self.insts = keep;
         self.inflight.retain(|&k| k >= self.expected);

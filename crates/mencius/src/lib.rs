@@ -203,6 +203,9 @@ pub struct Mencius {
     pub(crate) resume_left: Option<(u64, usize)>,
     /// Delivered out of order, above `expected`.
     pub(crate) ooo: BTreeSet<u64>,
+    /// Slot ranges after which the delivered state was not an instance prefix (out-of-order
+    /// deliveries above it): snapshots there are refused (docs/contract.md §7).
+    pub(crate) dirty: Vec<(u64, u64)>,
     /// est_index of each member (by position): every instance of it below that it did not
     /// suggest is a skip. Raised only from in-sync streams (M5).
     pub(crate) est: Vec<u64>,
@@ -221,6 +224,10 @@ pub struct Mencius {
     pub(crate) orphans: BTreeMap<u64, Vec<Command>>,
     /// The highest own instance decided with a value.
     pub(crate) own_valued: u64,
+    /// Command id → the latest own instance that carries it (Rule 4 suggests a command again
+    /// only from its latest instance).
+    pub(crate) own_ids: std::collections::HashMap<u64, u64>,
+    pub(crate) own_ids_fifo: VecDeque<u64>,
     /// Messages to this replica itself (its own acceptor's replies), released once durable.
     pub(crate) loopback: Vec<(u64, Body)>,
     pub(crate) revocations: BTreeMap<usize, revoke::Revocation>,
@@ -445,7 +452,7 @@ impl Mencius {
                 ballot,
                 range,
                 promised,
-            } => self.on_nack(q, ballot, range, promised),
+            } => self.on_nack(q, ballot, range, promised, out),
             Body::Propose {
                 ballot,
                 range,
@@ -570,6 +577,7 @@ impl Protocol for Mencius {
             slot: 0,
             resume_left: None,
             ooo: BTreeSet::new(),
+            dirty: Vec::new(),
             est: Vec::new(),
             streams_out: vec![0; n as usize],
             streams_in: vec![StreamIn::default(); n as usize],
@@ -581,6 +589,8 @@ impl Protocol for Mencius {
             inflight: BTreeSet::new(),
             orphans: BTreeMap::new(),
             own_valued: 0,
+            own_ids: std::collections::HashMap::new(),
+            own_ids_fifo: VecDeque::new(),
             loopback: Vec::new(),
             revocations: BTreeMap::new(),
             round_seen: 0,
@@ -626,6 +636,9 @@ impl Protocol for Mencius {
             x.suggested = r.ballot == 0 || r.own;
             if r.own {
                 m.inflight.insert(i);
+                for c in &r.commands {
+                    m.note_own_id(c.id, i);
+                }
             }
         }
         for b in m.hard.promises.clone() {

@@ -81,6 +81,12 @@ impl LogRecord for Rec {
     fn key_of(at: Position) -> u64 {
         tag_instance(at.tag)
     }
+    /// Snapshots cover an instance prefix (out-of-order deliveries are never in one), so a
+    /// command is in it when its instance is, or when it is no later in the same batch.
+    fn snapshot_covers(snapshot_at: Position, at: Position) -> bool {
+        let (si, ai) = (tag_instance(snapshot_at.tag), tag_instance(at.tag));
+        si > ai || (si == ai && tag_left(snapshot_at.tag) <= tag_left(at.tag))
+    }
 }
 
 /// The hard state: what must survive a crash besides the records.

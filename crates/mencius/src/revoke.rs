@@ -22,7 +22,6 @@ pub(crate) struct Revocation {
     pub acks: BTreeMap<usize, (Vec<Accepted>, Vec<Block>)>,
     pub accepted: u64,
     pub values: Vec<(u64, Vec<Command>)>,
-    pub started: TimeUs,
     /// When it is given up and started again (randomised, so two revokers that disagree on
     /// who is elected do not duel in lockstep).
     pub retry_at: TimeUs,
@@ -154,7 +153,6 @@ impl Mencius {
                 acks: BTreeMap::new(),
                 accepted: 0,
                 values: Vec::new(),
-                started: self.now,
                 retry_at,
             },
         );
@@ -302,7 +300,34 @@ impl Mencius {
         self.on_propose(me, ballot, range, chosen, out);
     }
 
-    pub(crate) fn on_nack(&mut self, _from: usize, ballot: u64, range: Range, promised: u64) {
+    /// The promise or no-op block that stops a ballot-0 accept of instance `i`, if any.
+    pub(crate) fn blocking(&self, i: u64) -> Option<Block> {
+        let n = self.n;
+        self.hard
+            .promises
+            .iter()
+            .chain(self.hard.noops.iter())
+            .filter(|b| b.range.covers(i, n))
+            .max_by_key(|b| b.range.to)
+            .copied()
+    }
+
+    pub(crate) fn on_nack(
+        &mut self,
+        _from: usize,
+        ballot: u64,
+        range: Range,
+        promised: u64,
+        out: &mut MenciusActions,
+    ) {
+        if ballot == 0 {
+            // An own SUGGEST refused inside a revoked block: rejoin past it.
+            if (range.from % self.n) as usize == self.me && range.to - range.from <= MAX_RANGE {
+                let next = self.own_after(self.me, range.to);
+                self.raise_index(next, None, out);
+            }
+            return;
+        }
         self.round_seen = self.round_seen.max(promised / self.n);
         let owner = (range.from % self.n) as usize;
         if self

@@ -50,6 +50,9 @@ impl Mencius {
         x.acks = 0;
         x.suggested_at = self.now;
         self.inflight.insert(i);
+        for c in &commands {
+            self.note_own_id(c.id, i);
+        }
         self.counters.suggested += 1;
         let next = i + self.n;
         self.index = next;
@@ -113,6 +116,18 @@ impl Mencius {
                 let s = self.insts[&i].seq.max(self.floor_seq);
                 accepted_seq = Some(s);
                 self.send(q, Body::Accept { instance: i }, s, out);
+            } else if !learned {
+                // Refused: a revocation holds the instance. Tell the owner which block, so a
+                // replica that rejoins moves its index past it (Sect. 6) instead of walking
+                // through the revoked block one refused SUGGEST at a time.
+                if let Some(b) = self.blocking(i) {
+                    let body = Body::Nack {
+                        ballot: 0,
+                        range: b.range,
+                        promised: b.ballot,
+                    };
+                    self.send(q, body, 0, out);
+                }
             }
         }
         // Rule 2 (with H1: never backwards): skip every own instance below i not yet used.
@@ -318,7 +333,10 @@ impl Mencius {
             .max(self.own_valued);
         let orphans = std::mem::take(&mut self.orphans);
         let mut again: Vec<Command> = Vec::new();
-        for (i, cs) in orphans {
+        for (i, mut cs) in orphans {
+            // Suggested again already (a restart forgot that this instance was revoked and
+            // decided it again): the later copy is the one that counts.
+            cs.retain(|c| self.own_ids.get(&c.id).is_none_or(|&k| k <= i));
             if later > i {
                 for c in cs {
                     self.counters.rejected += 1;
@@ -336,6 +354,18 @@ impl Mencius {
             self.queue.push_front(c);
         }
         self.flush_queue(out);
+    }
+
+    /// Remember the latest own instance that carries command `id` (bounded).
+    pub(crate) fn note_own_id(&mut self, id: u64, i: u64) {
+        if self.own_ids.insert(id, i).is_none() {
+            self.own_ids_fifo.push_back(id);
+            while self.own_ids_fifo.len() > self.opt.dedup_memory {
+                if let Some(old) = self.own_ids_fifo.pop_front() {
+                    self.own_ids.remove(&old);
+                }
+            }
+        }
     }
 
     /// Own suggestions undecided for too long are sent again (their ACCEPTs or LEARNs were

@@ -5,8 +5,17 @@
 use synod_mencius::{Bug, Mencius, Options};
 use synod_sim::{faults::FaultKind, run_one as sim_one, run_seeds, Report, SimConfig};
 
+/// Registers of the workload under which out-of-order commit runs (κ of mencius.md §7.2:
+/// 16 is the report's high-contention setting).
+pub const OOO_REGISTERS: u32 = 16;
+
 const NAMES: &[(&str, Option<Bug>)] = &[
     ("mencius", None),
+    ("mencius-ooo", None),
+    (
+        "mencius-bug-commit-non-commuting",
+        Some(Bug::CommitNonCommuting),
+    ),
     ("mencius-bug-stale-skip", Some(Bug::StaleSkip)),
     ("mencius-bug-overwrite-learned", Some(Bug::OverwriteLearned)),
     ("mencius-bug-dueling-revokers", Some(Bug::DuelingRevokers)),
@@ -34,7 +43,16 @@ pub fn options(name: &str, cfg: &SimConfig<()>) -> Options {
         ..Options::default()
     };
     o.max_batch = o.max_batch.min(cfg.batch_commands.max(1));
+    if out_of_order(name) {
+        o.commute = Some(synod_sim::registers::commute);
+    }
     o
+}
+
+/// Whether the named mencius commits commuting commands out of order (M13): it then runs
+/// the register workload, whose checkers compare histories up to commutation.
+pub fn out_of_order(name: &str) -> bool {
+    name == "mencius-ooo" || name == "mencius-bug-commit-non-commuting"
 }
 
 /// The simulator configuration of a named mencius: its options, and the faults it is built
@@ -43,6 +61,9 @@ pub fn options(name: &str, cfg: &SimConfig<()>) -> Options {
 /// with a lost disk stays out of the protocol (docs/protocols/mencius.md §10).
 pub fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<Options> {
     let mut c = cfg.with_options(options(name, cfg));
+    if out_of_order(name) && c.workload.registers.is_none() {
+        c.workload.registers = Some(OOO_REGISTERS);
+    }
     c.faults.0.retain(|k| {
         !matches!(
             k,
