@@ -119,6 +119,10 @@ pub struct Session {
     pub timeout_ms: i32,
     pub password: Bytes,
     pub ephemerals: imbl::OrdSet<Arc<str>>,
+    /// The slot of the last transaction that created or touched the session (replicated, in
+    /// snapshots): an expiry names the one it saw, and is void if a later touch was applied.
+    /// 0 when restored from a snapshot that predates it.
+    pub touched: u64,
 }
 
 /// A change to the tree, for watches.
@@ -509,7 +513,19 @@ impl Tree {
             timeout_ms,
             password,
             ephemerals: imbl::OrdSet::new(),
+            touched: 0,
         });
+    }
+
+    /// Record that session `id` was touched at `slot`; false if there is no such session.
+    pub fn touch_session(&mut self, id: i64, slot: u64) -> bool {
+        match self.sessions.get_mut(&id) {
+            Some(s) => {
+                s.touched = s.touched.max(slot);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Close a session: its ephemerals are deleted (deepest first, in path order).

@@ -18,6 +18,14 @@ pub enum Txn {
     Touch {
         sessions: Vec<i64>,
     },
+    /// The session-duty holder found `session` untouched for its timeout, last touched at slot
+    /// `touched`: it closes only if no later touch was applied meanwhile. A stale holder (cut
+    /// off, or one of two that briefly disagree, as Mencius's may) thus cannot expire a live
+    /// session, and a second expiry of the same session does nothing.
+    Expire {
+        session: i64,
+        touched: u64,
+    },
     /// A client write request: `body` is the jute request record of `op`.
     Op {
         session: i64,
@@ -105,6 +113,11 @@ impl Txn {
                 b.put_u8(7);
                 b.string(path);
             }
+            Txn::Expire { session, touched } => {
+                b.put_u8(8);
+                b.long(*session);
+                b.long(*touched as i64);
+            }
         }
         b.freeze()
     }
@@ -155,6 +168,10 @@ impl Txn {
                 time_ms: r.long()?,
             },
             7 => Txn::Remove { path: r.string()? },
+            8 => Txn::Expire {
+                session: r.long()?,
+                touched: r.long()? as u64,
+            },
             _ => return Err(JuteError("transaction type")),
         })
     }

@@ -8,6 +8,9 @@ use crate::tree::{self, Kind, Tree};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::sync::Arc;
 
+/// Marks the section of the sessions' last touches.
+const SESSIONS_TOUCHED: i32 = 1;
+
 impl ZkMachine {
     /// Serialise the replicated state (not the watches: they are local).
     pub fn snapshot_view(&self) -> impl FnOnce() -> Bytes + Send + 'static {
@@ -33,6 +36,12 @@ impl ZkMachine {
                 b.long(*id);
                 b.int(s.timeout_ms);
                 b.buffer(&s.password);
+            }
+            // Appended after the original format (which ends here), in the same order: when
+            // each session was last touched.
+            b.int(SESSIONS_TOUCHED);
+            for s in tree.sessions.values() {
+                b.long(s.touched as i64);
             }
             b.freeze()
         }
@@ -68,11 +77,24 @@ impl ZkMachine {
             );
         }
         let m = r.count(16)?;
+        let mut ids = Vec::with_capacity(m);
         for _ in 0..m {
             let id = r.long()?;
             let timeout_ms = r.int()?;
             let password = r.buffer()?;
             tree.create_session(id, timeout_ms, password);
+            ids.push(id);
+        }
+        // A snapshot written before sessions carried their last touch ends here: they restore
+        // with 0, and their holder expires them unconditionally (front end, duties).
+        if r.remaining() != 0 {
+            if r.int()? != SESSIONS_TOUCHED {
+                return Err(JuteError("snapshot section"));
+            }
+            for id in &ids {
+                let touched = r.long()? as u64;
+                tree.touch_session(*id, touched);
+            }
         }
         if r.remaining() != 0 {
             return Err(JuteError("trailing bytes in snapshot"));

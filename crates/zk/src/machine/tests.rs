@@ -13,7 +13,9 @@ impl Effects for Record {
             .unwrap()
             .push((session, event_type, path.to_string()));
     }
-    fn session_closed(&self, _: i64) {}
+    fn session_closed(&self, s: i64) {
+        self.0.lock().unwrap().push((s, -1, "closed".into()));
+    }
     fn touched(&self, _: &[i64]) {}
 }
 
@@ -99,6 +101,10 @@ fn txns_round_trip() {
         Txn::Reap {
             path: "/c".into(),
             time_ms: 5,
+        },
+        Txn::Expire {
+            session: 9,
+            touched: u64::MAX - 3,
         },
     ] {
         assert_eq!(Txn::decode(t.encode()).unwrap(), t);
@@ -241,4 +247,150 @@ fn garbage_never_panics() {
         h.slot += 1;
         let _ = h.m.apply(h.slot, 0, &Bytes::from(bytes));
     }
+}
+
+/// Session duties may be decided twice (two holders: Mencius's failure detectors may disagree)
+/// or late (a holder cut off): an expiry applies once, and never after a later touch; a second
+/// close, an expiry of a closed session, a touch of a closed session and a second reap do
+/// nothing, with no watch fired and no connection told twice.
+#[test]
+fn duties_decided_twice_or_late_are_harmless() {
+    let mut h = Harness::new();
+    h.txn(Txn::CreateSession {
+        session: 2,
+        timeout_ms: 10_000,
+        password: Bytes::from_static(b"0123456789abcdef"),
+    });
+    let created = h.slot;
+    assert_eq!(h.m.tree.sessions[&2].touched, created);
+    assert_eq!(
+        h.op(op::CREATE, create_body("/e", b"", mode::EPHEMERAL))
+            .err,
+        err::OK
+    );
+    // /e is session 1's: session 2 is what expires below.
+    h.txn(Txn::Touch { sessions: vec![2] });
+    let touched = h.slot;
+    assert_eq!(h.m.tree.sessions[&2].touched, touched);
+    // An expiry made before the last touch is void.
+    h.txn(Txn::Expire {
+        session: 2,
+        touched: created,
+    });
+    assert!(h.m.tree.sessions.contains_key(&2));
+    // One made after it closes the session, once.
+    h.txn(Txn::Expire {
+        session: 2,
+        touched,
+    });
+    assert!(!h.m.tree.sessions.contains_key(&2));
+    let closes = |h: &Harness| {
+        h.events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.0 == 2 && e.1 == -1)
+            .count()
+    };
+    assert_eq!(closes(&h), 1);
+    let tree = h.m.tree.clone();
+    let events = h.events.0.lock().unwrap().len();
+    h.txn(Txn::Expire {
+        session: 2,
+        touched,
+    });
+    h.txn(Txn::CloseSession { session: 2 });
+    h.txn(Txn::Touch { sessions: vec![2] });
+    assert!(
+        !h.m.tree.sessions.contains_key(&2),
+        "a touch revived a closed session"
+    );
+    assert_eq!(closes(&h), 1);
+    assert_eq!(h.events.0.lock().unwrap().len(), events);
+    assert_eq!(format!("{:?}", h.m.tree.nodes), format!("{:?}", tree.nodes));
+    // Session 1's ephemeral survived every duty aimed at session 2; closing 1 twice deletes
+    // it, and tells its connection, once.
+    assert!(h.m.tree.get("/e").is_some());
+    h.txn(Txn::CloseSession { session: 1 });
+    h.txn(Txn::CloseSession { session: 1 });
+    assert!(h.m.tree.get("/e").is_none());
+    let closed_1 = h
+        .events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.0 == 1 && e.1 == -1)
+        .count();
+    assert_eq!(closed_1, 1);
+    // A reap decided twice removes the node once; the second finds nothing due.
+    h.txn(Txn::CreateSession {
+        session: 3,
+        timeout_ms: 10_000,
+        password: Bytes::from_static(b"0123456789abcdef"),
+    });
+    let op3 = |h: &mut Harness, code: i32, body: Bytes| {
+        h.slot += 1;
+        let t = Txn::Op {
+            session: 3,
+            time_ms: 5_000 + h.slot as i64,
+            auth: vec![],
+            op: code,
+            body,
+        };
+        Reply::decode(&h.m.apply(h.slot, h.slot as i64 + 100, &t.encode()))
+    };
+    assert_eq!(
+        op3(&mut h, op::CREATE, create_body("/c", b"", mode::CONTAINER)).err,
+        err::OK
+    );
+    assert_eq!(
+        op3(&mut h, op::CREATE, create_body("/c/x", b"", 0)).err,
+        err::OK
+    );
+    let mut del = BytesMut::new();
+    del.string("/c/x");
+    del.int(-1);
+    assert_eq!(op3(&mut h, op::DELETE, del.freeze()).err, err::OK);
+    assert!(h.m.tree.reap_due("/c", 0));
+    h.txn(Txn::Reap {
+        path: "/c".into(),
+        time_ms: 0,
+    });
+    assert!(h.m.tree.get("/c").is_none());
+    // Created again (no child yet): a second reap of the first finds it not due.
+    assert_eq!(
+        op3(&mut h, op::CREATE, create_body("/c", b"", mode::CONTAINER)).err,
+        err::OK
+    );
+    h.txn(Txn::Reap {
+        path: "/c".into(),
+        time_ms: 0,
+    });
+    assert!(h.m.tree.get("/c").is_some());
+}
+
+/// Sessions' last touches are in snapshots (expiries depend on them, so every replica must
+/// agree), and a snapshot written before they were restores with 0.
+#[test]
+fn snapshots_keep_last_touches_and_read_the_older_format() {
+    let mut h = Harness::new();
+    h.txn(Txn::Touch { sessions: vec![1] });
+    let touched = h.slot;
+    let data = h.m.snapshot_view()();
+    let mut r = ZkMachine::default();
+    r.restore(h.slot, data.clone()).unwrap();
+    assert_eq!(r.tree.sessions[&1].touched, touched);
+    // The older format ends after the sessions: without the section (an int and one long).
+    let old = data.slice(..data.len() - 12);
+    let mut r = ZkMachine::default();
+    r.restore(h.slot, old).unwrap();
+    assert_eq!(r.tree.sessions[&1].touched, 0);
+    assert_eq!(r.digest, h.m.digest);
+    // A section of another kind is refused.
+    let mut bad = BytesMut::from(&data[..data.len() - 12]);
+    bad.put_i32(7);
+    bad.put_i64(1);
+    assert!(ZkMachine::default().restore(h.slot, bad.freeze()).is_err());
 }

@@ -105,22 +105,37 @@ impl ZkMachine {
                 password,
             } => {
                 self.tree.create_session(session, timeout_ms, password);
+                self.tree.touch_session(session, slot);
                 if let Some(e) = &self.effects {
                     e.touched(&[session]);
                 }
                 Reply::ok(BytesMut::new())
             }
             Txn::CloseSession { session } => {
-                self.tree.close_session(session, zxid, &mut changes);
-                self.watches.drop_session(session);
-                if let Some(e) = &self.effects {
-                    e.session_closed(session);
+                self.close_session(session, zxid, &mut changes);
+                Reply::ok(BytesMut::new())
+            }
+            Txn::Expire { session, touched } => {
+                // Void if the session was touched after the holder looked (or is gone: closing
+                // twice does nothing).
+                let due = self
+                    .tree
+                    .sessions
+                    .get(&session)
+                    .is_some_and(|s| s.touched <= touched);
+                if due {
+                    self.close_session(session, zxid, &mut changes);
                 }
                 Reply::ok(BytesMut::new())
             }
             Txn::Touch { sessions } => {
+                // Only live sessions: a touch ordered after a session's close revives nothing.
+                let live: Vec<i64> = sessions
+                    .into_iter()
+                    .filter(|&s| self.tree.touch_session(s, slot))
+                    .collect();
                 if let Some(e) = &self.effects {
-                    e.touched(&sessions);
+                    e.touched(&live);
                 }
                 Reply::ok(BytesMut::new())
             }
@@ -191,6 +206,17 @@ impl ZkMachine {
         };
         self.fire(&changes);
         reply.encode()
+    }
+
+    /// Close a session (a client's close or an expiry): its ephemerals go, and its local
+    /// connection is told. A session already closed is left alone.
+    fn close_session(&mut self, session: i64, zxid: i64, changes: &mut Vec<Change>) {
+        if self.tree.close_session(session, zxid, changes) {
+            self.watches.drop_session(session);
+            if let Some(e) = &self.effects {
+                e.session_closed(session);
+            }
+        }
     }
 
     fn fire(&mut self, changes: &[Change]) {
