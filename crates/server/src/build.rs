@@ -1,5 +1,5 @@
 //! The groups a node runs, built from its configuration and its log: for each, the protocol
-//! core (Zab or PFT Multi-Paxos, by the group's protocol name; crate::protocol) restored from
+//! core (Zab, PFT Multi-Paxos or Mencius, by the group's protocol name; crate::protocol) restored from
 //! its durable state, its state machine restored from its snapshot, and the decoder of its
 //! peer messages. This is the server's registry of protocols and machines.
 
@@ -18,6 +18,7 @@ use std::time::Duration;
 use synod_core::wire::Wire;
 use synod_core::{Cluster, GroupId, LogRecord, MessageKind, NodeId, Protocol, View};
 use synod_log::{Recovery, Replayed};
+use synod_mencius::Mencius;
 use synod_paxos::Paxos;
 use synod_zab::Zab;
 use tokio::sync::watch;
@@ -135,6 +136,11 @@ fn group<S: StateMachine>(
             let opt = cfg.paxos_options(p);
             let (r, s) = restore::<Paxos, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
             (r, s, decoder::<synod_paxos::Msg>())
+        }
+        Family::Mencius => {
+            let opt = cfg.mencius_options();
+            let (r, s) = restore::<Mencius, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
+            (r, s, decoder::<synod_mencius::Msg>())
         }
     };
     built.runners.push(runner);
@@ -302,7 +308,7 @@ mod tests {
             StorageOp::Append(vec![synod_paxos::Accepted {
                 n: 1,
                 view: 1,
-                commands: vec![cmd],
+                commands: vec![cmd.clone()],
             }]),
         ];
         let recovery = log(dir.path(), &paxos);
@@ -311,5 +317,52 @@ mod tests {
             e.contains("cannot recover group 0 from its log as protocol zab"),
             "{e}"
         );
+        let recovery = log(dir.path(), &paxos);
+        let e = build_error(dir.path(), "mencius", recovery);
+        assert!(
+            e.contains("cannot recover group 0 from its log as protocol mencius"),
+            "{e}"
+        );
+        let recovery = log(dir.path(), &zab);
+        let e = build_error(dir.path(), "mencius", recovery);
+        assert!(
+            e.contains("cannot recover group 0 from its log as protocol mencius"),
+            "{e}"
+        );
+        // And a Mencius log is refused by the others.
+        let dir = tempfile::tempdir().unwrap();
+        let mencius: Vec<StorageOp<synod_mencius::Rec, synod_mencius::Hard>> = vec![
+            StorageOp::SetHard(synod_mencius::Hard {
+                incarnation: 1,
+                index: 4,
+                ..Default::default()
+            }),
+            StorageOp::Append(vec![synod_mencius::Rec {
+                instance: 4,
+                ballot: 0,
+                own: true,
+                commands: vec![cmd.clone()],
+            }]),
+        ];
+        for other in ["zab", "paxos"] {
+            let recovery = log(dir.path(), &mencius);
+            let e = build_error(dir.path(), other, recovery);
+            assert!(
+                e.contains(&format!(
+                    "cannot recover group 0 from its log as protocol {other}"
+                )),
+                "{other}: {e}"
+            );
+        }
+        // Read as itself, it builds.
+        let recovery = log(dir.path(), &mencius);
+        let metrics = Arc::new(Metrics::new(Default::default()));
+        build(
+            &config(dir.path(), "mencius"),
+            dir.path(),
+            recovery,
+            &metrics,
+        )
+        .unwrap();
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use synod_core::NodeId;
 
 use crate::protocol::{check_protocol, Family};
-pub use crate::protocol::{PaxosBatch, PaxosTuning};
+pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,8 +20,8 @@ pub struct Config {
     /// This replica's id (a key of `peers`).
     pub node_id: NodeId,
     /// Replication protocol of the ZooKeeper group (group 0), and the default of `[[groups]]`:
-    /// `zab`, a Zab variant, or PFT Multi-Paxos (`paxos`, `paxos-mbq`, `paxos-none`); see
-    /// crate::protocol.
+    /// `zab`, a Zab variant, PFT Multi-Paxos (`paxos`, `paxos-mbq`, `paxos-none`) or
+    /// `mencius`; see crate::protocol.
     #[serde(default = "default_protocol")]
     pub protocol: String,
     /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`.
@@ -72,6 +72,8 @@ pub struct Config {
     #[serde(default)]
     pub paxos: PaxosTuning,
     #[serde(default)]
+    pub mencius: MenciusTuning,
+    #[serde(default)]
     pub zookeeper: ZkTuning,
     /// Delay and bandwidth emulated on every peer link (benchmarks on one machine); off by
     /// default.
@@ -111,8 +113,13 @@ impl LinkEmulationConfig {
         }
     }
 
-    /// `paxos`: the PFT timers when a group runs PFT.
-    fn validate(&self, zab: &ZabTuning, paxos: Option<&PaxosTuning>) -> Result<()> {
+    /// `paxos`, `mencius`: the PFT and Mencius timers when a group runs them.
+    fn validate(
+        &self,
+        zab: &ZabTuning,
+        paxos: Option<&PaxosTuning>,
+        mencius: Option<&MenciusTuning>,
+    ) -> Result<()> {
         for (key, v) in [("delay_ms", self.delay_ms), ("jitter_ms", self.jitter_ms)] {
             if !v.is_finite() || !(0.0..=LINK_DELAY_MS_MAX).contains(&v) {
                 bail!("config key link_emulation.{key}: {v} is outside 0..={LINK_DELAY_MS_MAX}");
@@ -144,6 +151,16 @@ impl LinkEmulationConfig {
                     "config key link_emulation.delay_ms: a round trip of 2 × (delay_ms + \
                      jitter_ms) = {round_trip_ms} ms must be under half of \
                      paxos.view_change_timeout_ms ({timeout_ms} ms); raise it for large delays"
+                );
+            }
+        }
+        if let Some(m) = mencius {
+            let timeout_ms = m.suspect_timeout_ms as f64;
+            if round_trip_ms >= timeout_ms / 2.0 {
+                bail!(
+                    "config key link_emulation.delay_ms: a round trip of 2 × (delay_ms + \
+                     jitter_ms) = {round_trip_ms} ms must be under half of \
+                     mencius.suspect_timeout_ms ({timeout_ms} ms); raise it for large delays"
                 );
             }
         }
@@ -452,8 +469,12 @@ impl Config {
         }
         self.paxos
             .validate(self.batch.max_commands, self.protocols())?;
-        self.link_emulation
-            .validate(&self.zab, self.runs(Family::Paxos).then_some(&self.paxos))?;
+        self.mencius.validate()?;
+        self.link_emulation.validate(
+            &self.zab,
+            self.runs(Family::Paxos).then_some(&self.paxos),
+            self.runs(Family::Mencius).then_some(&self.mencius),
+        )?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, g) in self.groups.iter().enumerate() {
             let key = format!("groups[{i}]");

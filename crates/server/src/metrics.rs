@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use synod_core::GroupId;
 
@@ -23,6 +23,16 @@ pub struct KindLabel {
 pub struct GroupLabel {
     pub group: String,
 }
+
+/// A protocol core's own gauge (`Protocol::gauges`): its group and the core's name for it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupNameLabel {
+    pub group: String,
+    pub name: &'static str,
+}
+
+/// A gauge of floating-point values.
+pub type FloatGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupKindLabel {
@@ -66,6 +76,7 @@ struct GroupFamilies {
     messages_sent: Family<GroupKindLabel, Counter>,
     messages_received: Family<GroupKindLabel, Counter>,
     group_messages: Family<GroupLabel, Counter>,
+    core: Family<GroupNameLabel, FloatGauge>,
 }
 
 pub struct Metrics {
@@ -110,6 +121,8 @@ pub struct GroupMetrics {
     received: HashMap<&'static str, Counter>,
     sent_family: Family<GroupKindLabel, Counter>,
     received_family: Family<GroupKindLabel, Counter>,
+    core: HashMap<&'static str, FloatGauge>,
+    core_family: Family<GroupNameLabel, FloatGauge>,
 }
 
 impl GroupMetrics {
@@ -123,6 +136,23 @@ impl GroupMetrics {
                 })
                 .clone()
         })
+    }
+    /// Set the core's gauges (`Protocol::gauges`: names are the core's, static and few).
+    pub fn set_core(&mut self, gauges: &[(&'static str, f64)]) {
+        for &(name, v) in gauges {
+            let (label, family) = (&self.label, &self.core_family);
+            self.core
+                .entry(name)
+                .or_insert_with(|| {
+                    family
+                        .get_or_create(&GroupNameLabel {
+                            group: label.clone(),
+                            name,
+                        })
+                        .clone()
+                })
+                .set(v);
+        }
     }
     pub fn received(&mut self, kind: &'static str) -> &Counter {
         let (label, family) = (&self.label, &self.received_family);
@@ -157,6 +187,7 @@ impl Metrics {
             messages_sent: Family::default(),
             messages_received: Family::default(),
             group_messages: Family::default(),
+            core: Family::default(),
         };
         let m = Metrics {
             registry: Registry::default(),
@@ -300,6 +331,12 @@ impl Metrics {
             "Messages this group's state machine sent to other groups (from the leader)",
             g.group_messages.clone(),
         );
+        r.register(
+            "protocol",
+            "The protocol core's own gauges and counters, by name (e.g. paxos_view_changes, \
+             mencius_revocations)",
+            g.core.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -329,6 +366,8 @@ impl Metrics {
             received: HashMap::new(),
             sent_family: g.messages_sent.clone(),
             received_family: g.messages_received.clone(),
+            core: HashMap::new(),
+            core_family: g.core.clone(),
             label: l.group,
         }
     }
@@ -357,4 +396,26 @@ impl Metrics {
 
 pub fn seconds(us: u64) -> f64 {
     us as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_gauges_are_exported_by_group_and_name() {
+        let m = Metrics::new(Default::default());
+        let mut g = m.group(3);
+        g.set_core(&[("mencius_revocations", 2.0), ("paxos_batch_size", 1.5)]);
+        g.set_core(&[("mencius_revocations", 4.0)]);
+        let text = m.render();
+        assert!(
+            text.contains("synod_protocol{group=\"3\",name=\"mencius_revocations\"} 4.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("synod_protocol{group=\"3\",name=\"paxos_batch_size\"} 1.5"),
+            "{text}"
+        );
+    }
 }

@@ -1,8 +1,8 @@
 //! The replication protocols this server runs, by name: the Zab family (crates/zab: `zab` and
-//! the variants of EL-Sanosi's thesis) and PFT Multi-Paxos (crates/paxos: `paxos`, `paxos-mbq`,
-//! `paxos-none`). For each: whether a configuration may name it, its core's options built from
-//! the configuration (`[zab]`, `[paxos]`, `[batch]`), and how its delivered positions become
-//! the zxids ZooKeeper clients see.
+//! the variants of EL-Sanosi's thesis), PFT Multi-Paxos (crates/paxos: `paxos`, `paxos-mbq`,
+//! `paxos-none`) and Mencius (crates/mencius: `mencius`). For each: whether a configuration may
+//! name it, its core's options built from the configuration (`[zab]`, `[paxos]`, `[mencius]`,
+//! `[batch]`), and how its delivered positions become the zxids ZooKeeper clients see.
 
 use crate::config::Config;
 use anyhow::{bail, Result};
@@ -15,7 +15,14 @@ use synod_zab::variant::Variant;
 pub enum Family {
     Zab,
     Paxos,
+    Mencius,
 }
+
+/// Mencius's names. Its simulator-only `mencius-bug-*` are not served.
+const MENCIUS: [&str; 1] = ["mencius"];
+
+/// Mencius counts a instance's acceptors in a 64-bit mask.
+const MENCIUS_MEMBERS_MAX: usize = 64;
 
 /// PFT's names: the catch-up scheme (pft.md §3.3) is part of the name. The simulator's
 /// deliberately broken `paxos-bug-*` are not served.
@@ -32,6 +39,8 @@ impl Family {
             Some(Family::Zab)
         } else if PAXOS.iter().any(|(n, _)| *n == protocol) {
             Some(Family::Paxos)
+        } else if MENCIUS.contains(&protocol) {
+            Some(Family::Mencius)
         } else {
             None
         }
@@ -41,7 +50,10 @@ impl Family {
     pub fn zxids(self) -> Zxids {
         match self {
             Family::Zab => Zxids::Tag,
-            Family::Paxos => Zxids::PaxosBatch,
+            // Mencius's tag is PFT's (`instance << 16 | left`), and with out-of-order commit
+            // off (the server never turns it on) it delivers in instance order: the same map
+            // grows with every delivery. Skipped instances leave gaps, as ZooKeeper allows.
+            Family::Paxos | Family::Mencius => Zxids::PaxosBatch,
         }
     }
 }
@@ -53,6 +65,7 @@ pub fn names() -> Vec<&'static str> {
         .map(|(n, _)| *n)
         .chain(Variant::COINS.iter().map(|(n, _)| *n))
         .chain(PAXOS.iter().map(|(n, _)| *n))
+        .chain(MENCIUS)
         .collect()
 }
 
@@ -72,6 +85,11 @@ pub(crate) fn check_protocol(key: &str, protocol: &str, members: usize) -> Resul
         }
         // A view's primary is `v mod N` over any number of members.
         Some(Family::Paxos) => Ok(()),
+        Some(Family::Mencius) if members > MENCIUS_MEMBERS_MAX => bail!(
+            "config key {key}: '{protocol}' supports at most {MENCIUS_MEMBERS_MAX} members, \
+             not {members}"
+        ),
+        Some(Family::Mencius) => Ok(()),
     }
 }
 
@@ -86,7 +104,8 @@ pub enum Zxids {
     Tag,
     /// PFT's tag `n << 16 | left` counts the commands left in batch `n` after this one, so it
     /// falls within a batch; the zxid `n << 16 | (0xFFFF - left)` grows, and carries the same
-    /// information. Nothing delivered (tag 0) is zxid 0.
+    /// information. Nothing delivered (tag 0) is zxid 0. Mencius's tag is the same with its
+    /// instance for `n`, delivered in instance order.
     PaxosBatch,
 }
 
@@ -267,6 +286,114 @@ impl PaxosTuning {
     }
 }
 
+/// `[mencius]`: the failure detector, skips, revocation and batching of every Mencius group
+/// (defaults: `synod_mencius::Options`). Out-of-order commit (M13) is never on in the server:
+/// ZooKeeper's zxids must grow with every delivery.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MenciusTuning {
+    /// Every peer hears from a replica at least this often (a SKIP doubles as the heartbeat).
+    pub heartbeat_ms: u64,
+    /// A peer silent this long is suspected: its instances are revoked, and a lower-id
+    /// replica takes over the session duties. Clients of a failed replica wait about this long.
+    pub suspect_timeout_ms: u64,
+    /// Accelerator 1: skips owed to a peer go out once more than `alpha` are outstanding or
+    /// the oldest has waited `tau_ms`.
+    pub alpha: u64,
+    pub tau_ms: u64,
+    /// Optimization 3: a suspect's instances are revoked in blocks of `beta` instances.
+    pub beta: u64,
+    /// A revocation not finished in this long starts again with a higher ballot.
+    pub revoke_timeout_ms: u64,
+    /// Commands per instance.
+    pub max_batch: usize,
+    /// Own instances suggested and not yet decided; beyond it commands wait and batch.
+    pub max_inflight: usize,
+    /// Commands waiting in the core; beyond it submissions are refused (busy).
+    pub max_queued: usize,
+}
+
+impl Default for MenciusTuning {
+    fn default() -> Self {
+        let d = synod_mencius::Options::default();
+        Self {
+            heartbeat_ms: d.heartbeat_us / 1_000,
+            suspect_timeout_ms: d.suspect_timeout_us / 1_000,
+            alpha: d.alpha,
+            tau_ms: d.tau_us / 1_000,
+            beta: d.beta,
+            revoke_timeout_ms: d.revoke_timeout_us / 1_000,
+            max_batch: d.max_batch,
+            max_inflight: d.max_inflight,
+            max_queued: d.max_queued,
+        }
+    }
+}
+
+/// Bounds of the `[mencius]` counts: beyond them a replica's memory or a revocation's messages
+/// grow without use.
+const MENCIUS_ALPHA_MAX: u64 = 1 << 20;
+const MENCIUS_BETA_MAX: u64 = 1 << 30;
+const MENCIUS_INFLIGHT_MAX: usize = 1 << 16;
+const MENCIUS_QUEUED_MAX: usize = 1 << 24;
+/// Longest timer of the section (an hour).
+const MENCIUS_TIMER_MS_MAX: u64 = 3_600_000;
+
+impl MenciusTuning {
+    /// Checks the section on its own.
+    pub(crate) fn validate(&self) -> Result<()> {
+        for (key, v) in [
+            ("heartbeat_ms", self.heartbeat_ms),
+            ("suspect_timeout_ms", self.suspect_timeout_ms),
+            ("tau_ms", self.tau_ms),
+            ("revoke_timeout_ms", self.revoke_timeout_ms),
+        ] {
+            if !(1..=MENCIUS_TIMER_MS_MAX).contains(&v) {
+                bail!("config key mencius.{key}: {v} is outside 1..={MENCIUS_TIMER_MS_MAX}");
+            }
+        }
+        if self.suspect_timeout_ms < 2 * self.heartbeat_ms {
+            bail!("config key mencius.suspect_timeout_ms: must be at least twice mencius.heartbeat_ms");
+        }
+        if self.revoke_timeout_ms < self.heartbeat_ms {
+            bail!("config key mencius.revoke_timeout_ms: must be at least mencius.heartbeat_ms");
+        }
+        if self.alpha > MENCIUS_ALPHA_MAX {
+            bail!(
+                "config key mencius.alpha: {} is outside 0..={MENCIUS_ALPHA_MAX}",
+                self.alpha
+            );
+        }
+        if !(1..=MENCIUS_BETA_MAX).contains(&self.beta) {
+            bail!(
+                "config key mencius.beta: {} is outside 1..={MENCIUS_BETA_MAX}",
+                self.beta
+            );
+        }
+        let max = synod_mencius::msg::MAX_BATCH;
+        if !(1..=max).contains(&self.max_batch) {
+            bail!(
+                "config key mencius.max_batch: {} is outside 1..={max} (a position names a \
+                 command of an instance in 16 bits)",
+                self.max_batch
+            );
+        }
+        if !(1..=MENCIUS_INFLIGHT_MAX).contains(&self.max_inflight) {
+            bail!(
+                "config key mencius.max_inflight: {} is outside 1..={MENCIUS_INFLIGHT_MAX}",
+                self.max_inflight
+            );
+        }
+        if !(1..=MENCIUS_QUEUED_MAX).contains(&self.max_queued) {
+            bail!(
+                "config key mencius.max_queued: {} is outside 1..={MENCIUS_QUEUED_MAX}",
+                self.max_queued
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// The protocol of every group this cluster runs (group 0's first).
     pub fn protocols(&self) -> impl Iterator<Item = &str> {
@@ -332,6 +459,26 @@ impl Config {
             catch_up,
             mbq_period_us: p.mbq_period_ms * 1_000,
             ..synod_paxos::Options::default()
+        }
+    }
+
+    /// Mencius's options for a group running `mencius`.
+    pub fn mencius_options(&self) -> synod_mencius::Options {
+        let m = &self.mencius;
+        synod_mencius::Options {
+            heartbeat_us: m.heartbeat_ms * 1_000,
+            suspect_timeout_us: m.suspect_timeout_ms * 1_000,
+            alpha: m.alpha,
+            tau_us: m.tau_ms * 1_000,
+            beta: m.beta,
+            revoke_timeout_us: m.revoke_timeout_ms * 1_000,
+            max_batch: m.max_batch,
+            max_inflight: m.max_inflight,
+            max_queued: m.max_queued,
+            // Deliveries in instance order only: zxids must grow (see Family::zxids).
+            commute: None,
+            bug: None,
+            ..synod_mencius::Options::default()
         }
     }
 }
@@ -484,6 +631,131 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("paxos.view_change_timeout_ms"), "{e}");
+    }
+
+    #[test]
+    fn mencius_is_a_protocol_with_defaults_from_the_core() {
+        let c = load(&["protocol=mencius"]).unwrap();
+        assert!(c.runs(Family::Mencius) && !c.runs(Family::Paxos) && !c.runs(Family::Zab));
+        assert_eq!(Family::of("mencius").unwrap().zxids(), Zxids::PaxosBatch);
+        let o = c.mencius_options();
+        let d = synod_mencius::Options::default();
+        assert_eq!(o.heartbeat_us, d.heartbeat_us);
+        assert_eq!(o.suspect_timeout_us, d.suspect_timeout_us);
+        assert_eq!((o.alpha, o.tau_us, o.beta), (d.alpha, d.tau_us, d.beta));
+        assert_eq!(o.revoke_timeout_us, d.revoke_timeout_us);
+        assert_eq!(
+            (o.max_batch, o.max_inflight, o.max_queued),
+            (d.max_batch, d.max_inflight, d.max_queued)
+        );
+        assert!(o.commute.is_none() && o.bug.is_none());
+        // The simulator's broken variants are not served; nor are clusters the core cannot run.
+        let e = load(&["protocol=mencius-bug-stale-skip"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("protocol") && e.contains("mencius"), "{e}");
+        check_protocol("protocol", "mencius", 64).unwrap();
+        let e = check_protocol("groups[0].protocol", "mencius", 65)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("groups[0].protocol") && e.contains("64"), "{e}");
+        assert!(names().contains(&"mencius"));
+    }
+
+    #[test]
+    fn the_mencius_section_maps_to_the_options() {
+        let c = load(&[
+            "protocol=mencius",
+            "mencius.heartbeat_ms=20",
+            "mencius.suspect_timeout_ms=300",
+            "mencius.alpha=5",
+            "mencius.tau_ms=10",
+            "mencius.beta=1000",
+            "mencius.revoke_timeout_ms=400",
+            "mencius.max_batch=64",
+            "mencius.max_inflight=8",
+            "mencius.max_queued=500",
+        ])
+        .unwrap();
+        let o = c.mencius_options();
+        assert_eq!((o.heartbeat_us, o.suspect_timeout_us), (20_000, 300_000));
+        assert_eq!((o.alpha, o.tau_us, o.beta), (5, 10_000, 1_000));
+        assert_eq!(o.revoke_timeout_us, 400_000);
+        assert_eq!((o.max_batch, o.max_inflight, o.max_queued), (64, 8, 500));
+        // A [[groups]] entry may run it beside zab.
+        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+                    data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
+                    3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\nprotocol = 'mencius'\n\
+                    [mencius]\nbeta = 50\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        let c = Config::load(Some(&path), &[]).unwrap();
+        assert_eq!(c.protocols().collect::<Vec<_>>(), vec!["zab", "mencius"]);
+        assert!(c.runs(Family::Mencius) && c.runs(Family::Zab));
+        assert_eq!(c.mencius_options().beta, 50);
+    }
+
+    #[test]
+    fn bad_mencius_values_name_the_key() {
+        for (bad, key) in [
+            ("mencius.heartbeat_ms=0", "mencius.heartbeat_ms"),
+            ("mencius.heartbeat_ms=-1", "mencius.heartbeat_ms"),
+            (
+                "mencius.suspect_timeout_ms=60",
+                "mencius.suspect_timeout_ms",
+            ),
+            (
+                "mencius.suspect_timeout_ms=99999999999",
+                "mencius.suspect_timeout_ms",
+            ),
+            ("mencius.tau_ms=0", "mencius.tau_ms"),
+            ("mencius.revoke_timeout_ms=10", "mencius.revoke_timeout_ms"),
+            ("mencius.alpha=99999999999", "mencius.alpha"),
+            ("mencius.beta=0", "mencius.beta"),
+            ("mencius.beta=99999999999999", "mencius.beta"),
+            ("mencius.max_batch=0", "mencius.max_batch"),
+            ("mencius.max_batch=65537", "mencius.max_batch"),
+            ("mencius.max_inflight=0", "mencius.max_inflight"),
+            ("mencius.max_inflight=1000000", "mencius.max_inflight"),
+            ("mencius.max_queued=0", "mencius.max_queued"),
+            ("mencius.commute=true", "commute"),
+            ("mencius.tau=5", "tau"),
+        ] {
+            let e = load(&["protocol=mencius", bad]).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        // A round trip of 2 × 150 ms against the 500 ms suspect timeout; fine once raised.
+        let e = load(&["protocol=mencius", "link_emulation.delay_ms=150"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mencius.suspect_timeout_ms"), "{e}");
+        load(&[
+            "protocol=mencius",
+            "link_emulation.delay_ms=150",
+            "mencius.suspect_timeout_ms=1000",
+        ])
+        .unwrap();
+        // A Zab-only cluster is not bound by the Mencius timers.
+        load(&["link_emulation.delay_ms=150"]).unwrap();
+    }
+
+    #[test]
+    fn mencius_zxids_grow_in_instance_order_across_owners() {
+        // Replica 0 owns instances 3, 6, …; replica 1 owns 4, 7, …: deliveries in instance
+        // order, a batch of two at 4, a skip (no-op) at 5.
+        let z = Zxids::PaxosBatch;
+        let tags = [
+            synod_mencius::msg::tag(3, 0, 1),
+            synod_mencius::msg::tag(4, 0, 2),
+            synod_mencius::msg::tag(4, 1, 2),
+            synod_mencius::msg::tag(6, 0, 1),
+        ];
+        let zxids: Vec<i64> = tags.iter().map(|&t| z.zxid(t)).collect();
+        assert!(zxids.windows(2).all(|w| w[0] < w[1]), "{zxids:?}");
+        for (&t, &x) in tags.iter().zip(&zxids) {
+            assert_eq!(z.tag(x), t);
+        }
     }
 
     #[test]

@@ -1,6 +1,16 @@
 //! Background duties of the ZooKeeper front end: whether this server serves clients (from the
 //! group's view, as soon as it changes), touches of its sessions, and, on the replica the view
 //! names leader, session expiry and container/TTL reaping.
+//!
+//! The view's leader is the duty holder. Under Zab and PFT it is the established leader or
+//! primary; under Mencius it is the lowest-id replica the local failure detector does not
+//! suspect, so two replicas may hold the duties at once for a while (their detectors disagree,
+//! or one is cut off and names itself), and a holder's commands may be decided long after it
+//! made them. Both are harmless by construction of the commands, checked when they are
+//! applied: an expiry (`Txn::Expire`) names the session's last touch the holder saw and is
+//! void if a later touch was ordered first, or if the session is already closed (so a session
+//! expires exactly once, and never while its touches are being ordered); a reap removes a node
+//! only if it is still due when applied.
 
 use super::{now_ms, ConnEvent, Front, LocalSession};
 use std::collections::hash_map::Entry;
@@ -57,7 +67,8 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
     let mut tick = tokio::time::interval(DUTY_TICK);
     let mut last_touch_round = Instant::now();
     let mut led_epoch: Option<u64> = None;
-    let mut expiring: HashMap<i64, Instant> = HashMap::new();
+    // Expiries asked for: when, and the session's last touch they named.
+    let mut expiring: HashMap<i64, (Instant, u64)> = HashMap::new();
     let mut reaping: HashMap<String, Instant> = HashMap::new();
     loop {
         tokio::select! {
@@ -130,7 +141,7 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
             for (id, s) in m.tree.sessions.iter() {
                 let last = *t.entry(*id).or_insert(now);
                 if now.duration_since(last) > Duration::from_millis(s.timeout_ms.max(0) as u64) {
-                    expired.push(*id);
+                    expired.push((*id, s.touched));
                 }
             }
             (expired, m.due_for_reaping(now_ms(), 100))
@@ -139,17 +150,33 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
         // never refreshed while the session stays due: a session continuously expired would
         // otherwise never be asked for again (a chaos run of paxos left the ephemerals of two
         // abandoned sessions behind that way: their first close was lost with a view).
-        expiring.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
+        expiring.retain(|_, (at, _)| now.duration_since(*at) < Duration::from_secs(10));
         reaping.retain(|_, at| now.duration_since(*at) < Duration::from_secs(10));
-        for id in expired {
-            if let Entry::Vacant(e) = expiring.entry(id) {
-                e.insert(now);
-                info!(session = format!("{id:#x}"), "session expired");
-                let f = front.clone();
-                tokio::spawn(async move {
-                    let _ = f.submit(Txn::CloseSession { session: id }).await;
-                });
+        for (id, touched) in expired {
+            // Asked already, about the same last touch: wait for it. A session touched since
+            // (the expiry was void, or this holder was catching up) is asked about again as
+            // soon as it is due again.
+            if expiring.get(&id).is_some_and(|&(_, t)| t == touched) {
+                continue;
             }
+            expiring.insert(id, (now, touched));
+            info!(session = format!("{id:#x}"), "session expired");
+            // The expiry names the last touch this holder saw: void if a later one is
+            // ordered first (this holder was cut off, or another holder's clients were
+            // active). Sessions restored from a snapshot older than the touch record
+            // (touched 0) are closed as before.
+            let txn = if touched == 0 {
+                Txn::CloseSession { session: id }
+            } else {
+                Txn::Expire {
+                    session: id,
+                    touched,
+                }
+            };
+            let f = front.clone();
+            tokio::spawn(async move {
+                let _ = f.submit(txn).await;
+            });
         }
         for path in due {
             if let Entry::Vacant(e) = reaping.entry(path.clone()) {

@@ -9,10 +9,15 @@
 //! * **Sessions** are replicated: creation, close and liveness (`Touch`) are transactions. The
 //!   replica the group's view names leader expires a session that nobody touched for its
 //!   timeout (after a full timeout of grace when it becomes leader), and reaps container and TTL
-//!   nodes ([`duties`]).
+//!   nodes ([`duties`]); both are checked again when applied, so a second or late holder (Mencius
+//!   names one per failure detector) does no harm.
 //! * **Linearizable sync.** `sync` is a transaction: its reply means a quorum ordered it in the
 //!   current epoch, so a read after it sees every write acknowledged before the sync began (a
-//!   deposed leader cannot answer it, unlike ZooKeeper's).
+//!   deposed leader cannot answer it, unlike ZooKeeper's). Under Mencius it goes through the
+//!   local replica like any write and is answered when delivered here, in instance order, after
+//!   everything ordered before it.
+//! * **No leader to forward to.** Writes always go to the local core; under Zab and PFT the
+//!   core forwards them to its leader, under Mencius the local replica orders them itself.
 //! * A server whose group does not serve accepts no client and drops its clients when it stops
 //!   serving, as ZooKeeper's followers do; clients reconnect elsewhere.
 //!

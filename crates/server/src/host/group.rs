@@ -355,6 +355,7 @@ where
         }
         self.metrics.pending_requests.set(self.waiters.len() as i64);
         self.metrics.outbox_held.set(self.replica.held() as i64);
+        self.metrics.set_core(&self.replica.core().gauges());
         self.metrics
             .snapshot_age_seconds
             .set(self.last_snapshot_at.elapsed().as_secs() as i64);
