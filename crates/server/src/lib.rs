@@ -89,7 +89,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         max_message_bytes: cfg.limits.max_message_bytes as usize,
         peer_queue: cfg.limits.peer_queue,
         max_handshakes: cfg.limits.max_peer_handshakes,
-        link: cfg.link_emulation.emulation(),
+        link: cfg.link_emulation.emulations(cfg.node_id),
     };
     let peer_addr = cfg.peer_listen_addr();
     let listener = TcpListener::bind(peer_addr)

@@ -49,20 +49,66 @@ pub struct LinkEmulation {
     /// Bandwidth of this node's network interface, shared by all its outgoing links;
     /// 0 is unlimited.
     pub bits_per_s: u64,
+    /// Bandwidth of this one link (`[link_emulation.peers.<id>]`), on top of the interface's:
+    /// a message leaves once both have carried it; 0 is unlimited.
+    pub link_bits_per_s: u64,
 }
 
 impl LinkEmulation {
     pub fn is_on(&self) -> bool {
-        !self.delay.is_zero() || !self.jitter.is_zero() || self.bits_per_s > 0
+        !self.delay.is_zero()
+            || !self.jitter.is_zero()
+            || self.bits_per_s > 0
+            || self.link_bits_per_s > 0
     }
 
     /// How long `bytes` occupy the interface.
     fn transmission(&self, bytes: usize) -> Duration {
-        if self.bits_per_s == 0 {
-            return Duration::ZERO;
+        transmission(bytes, self.bits_per_s)
+    }
+}
+
+/// How long `bytes` take at `bits_per_s` (0: no time).
+fn transmission(bytes: usize, bits_per_s: u64) -> Duration {
+    if bits_per_s == 0 {
+        return Duration::ZERO;
+    }
+    let ns = (bytes as u128 * 8 * 1_000_000_000).div_ceil(bits_per_s as u128);
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+impl From<LinkEmulation> for LinkEmulations {
+    fn from(all: LinkEmulation) -> Self {
+        LinkEmulations::uniform(all)
+    }
+}
+
+/// The emulation of every outgoing link of a node: one for all, and per-peer overrides
+/// (asymmetric links: `[link_emulation.peers.<id>]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkEmulations {
+    pub all: LinkEmulation,
+    /// The whole emulation of the link to a peer, where it differs from `all`.
+    pub peers: std::collections::BTreeMap<NodeId, LinkEmulation>,
+}
+
+impl LinkEmulations {
+    /// The same emulation on every link.
+    pub fn uniform(all: LinkEmulation) -> Self {
+        LinkEmulations {
+            all,
+            peers: Default::default(),
         }
-        let ns = (bytes as u128 * 8 * 1_000_000_000).div_ceil(self.bits_per_s as u128);
-        Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// The emulation of the link to `peer`.
+    pub fn to(&self, peer: NodeId) -> LinkEmulation {
+        self.peers.get(&peer).copied().unwrap_or(self.all)
+    }
+
+    /// Whether any link is emulated.
+    pub fn is_on(&self) -> bool {
+        self.all.is_on() || self.peers.values().any(|e| e.is_on())
     }
 }
 
@@ -110,11 +156,11 @@ impl Default for Nic {
 }
 
 impl Nic {
-    /// The interface of a node emulating `e`, with its clock thread if `e` is on. The thread
-    /// ends when the nic is dropped.
-    pub fn new(e: &LinkEmulation) -> Nic {
+    /// The interface of a node, with its clock thread if any link is emulated (`on`). The
+    /// thread ends when the nic is dropped.
+    pub fn new(on: bool) -> Nic {
         let mut nic = Nic::default();
-        if e.is_on() {
+        if on {
             let (tx, rx) = std_mpsc::channel();
             match std::thread::Builder::new()
                 .name("synod-link-clock".into())
@@ -178,6 +224,8 @@ pub(super) struct Link<'a> {
     nic: &'a Nic,
     /// The release time of the last message on this link (FIFO: never earlier for the next).
     last_release: Option<Instant>,
+    /// When this link's own bandwidth (if limited) is next free.
+    free_at: Instant,
     rng: rand::rngs::StdRng,
 }
 
@@ -187,6 +235,7 @@ impl<'a> Link<'a> {
             emulation,
             nic,
             last_release: None,
+            free_at: Instant::now(),
             rng: rand::rngs::StdRng::from_entropy(),
         }
     }
@@ -194,11 +243,15 @@ impl<'a> Link<'a> {
     /// When a message of `bytes` handed to the link at `now` may be written to the socket.
     pub(super) fn release_at(&mut self, now: Instant, bytes: usize) -> Instant {
         let e = self.emulation;
-        let sent = if e.bits_per_s > 0 {
+        let mut sent = if e.bits_per_s > 0 {
             self.nic.transmit(now, e.transmission(bytes))
         } else {
             now
         };
+        if e.link_bits_per_s > 0 {
+            self.free_at = self.free_at.max(now) + transmission(bytes, e.link_bits_per_s);
+            sent = sent.max(self.free_at);
+        }
         let jitter = if e.jitter.is_zero() {
             Duration::ZERO
         } else {
@@ -229,7 +282,7 @@ pub(super) async fn pump(
     depth: &AtomicU64,
     stats: &TransportStats,
 ) -> Pump {
-    let mut link = Link::new(cfg.link, nic);
+    let mut link = Link::new(cfg.link.to(peer), nic);
     // The encoded messages waiting, in order, and each one's release time and length.
     let mut pending = BytesMut::with_capacity(64 * 1024);
     let mut line: VecDeque<(Instant, usize)> = VecDeque::new();

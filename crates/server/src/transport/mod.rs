@@ -27,7 +27,7 @@ mod frame;
 pub mod link;
 
 use bytes::{Bytes, BytesMut};
-pub use link::{LinkEmulation, Nic};
+pub use link::{LinkEmulation, LinkEmulations, Nic};
 
 use frame::{
     decode_hello, decode_reply, encode_hello, encode_message, read_frame, reply, split_group,
@@ -106,8 +106,8 @@ pub struct TransportConfig {
     pub peer_queue: usize,
     /// Inbound connections in their hello at once; more are closed at once.
     pub max_handshakes: usize,
-    /// Delay and bandwidth emulated on every outgoing link (off by default).
-    pub link: LinkEmulation,
+    /// Delay and bandwidth emulated on the outgoing links (off by default).
+    pub link: LinkEmulations,
 }
 
 impl TransportConfig {
@@ -212,12 +212,13 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
     let mut senders = BTreeMap::new();
     // One emulated network interface for everything this node sends (used only when
     // `cfg.link` is on).
-    let nic = Arc::new(Nic::new(&cfg.link));
+    let nic = Arc::new(Nic::new(cfg.link.is_on()));
     if cfg.link.is_on() {
         info!(
-            delay = ?cfg.link.delay,
-            jitter = ?cfg.link.jitter,
-            bits_per_s = cfg.link.bits_per_s,
+            delay = ?cfg.link.all.delay,
+            jitter = ?cfg.link.all.jitter,
+            bits_per_s = cfg.link.all.bits_per_s,
+            overrides = ?cfg.link.peers,
             "emulating peer links: every message to a peer is delayed and paced (link_emulation)"
         );
     }
@@ -282,7 +283,7 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
                 backoff = Duration::from_millis(20);
                 debug!(peer, %addr, "connected to peer");
                 reset.store(false, Ordering::Relaxed);
-                let why = if cfg.link.is_on() {
+                let why = if cfg.link.to(peer).is_on() {
                     let (s, r) = (&mut stream, &mut rx);
                     link::pump(&cfg, &nic, peer, s, r, &reset, &depth, &stats).await
                 } else {

@@ -126,7 +126,7 @@ fn hellos_name_the_groups_and_mismatched_protocols_are_refused() {
         max_message_bytes: 1 << 30,
         peer_queue: 10,
         max_handshakes: 1,
-        link: LinkEmulation::default(),
+        link: LinkEmulations::default(),
     };
     let hello = |node, groups: Vec<(GroupId, &str)>| Hello {
         cluster_id: "c1".into(),
@@ -188,7 +188,8 @@ mod emulated {
     }
 
     /// `n` nodes (ids 1..=n) on loopback, every one emulating `link`.
-    async fn cluster(n: u32, link: LinkEmulation) -> Vec<Node> {
+    async fn cluster(n: u32, link: impl Into<LinkEmulations>) -> Vec<Node> {
+        let link: LinkEmulations = link.into();
         let mut listeners = Vec::new();
         let mut members = BTreeMap::new();
         for id in 1..=n {
@@ -209,7 +210,7 @@ mod emulated {
                 max_message_bytes: 1 << 30,
                 peer_queue: 10_000,
                 max_handshakes: 8,
-                link,
+                link: link.clone(),
             };
             let (tx, rx) = mpsc::channel(100_000);
             let stats = Arc::new(TransportStats::default());
@@ -241,6 +242,7 @@ mod emulated {
             delay: Duration::from_millis(5),
             jitter: Duration::from_millis(3),
             bits_per_s: 10_000_000, // 1250 bytes take 1 ms
+            link_bits_per_s: 0,
         };
         let nic = Nic::default();
         let (mut a, mut b) = (link::Link::new(e, &nic), link::Link::new(e, &nic));
@@ -286,6 +288,7 @@ mod emulated {
             delay,
             jitter: Duration::from_millis(20),
             bits_per_s: 0,
+            link_bits_per_s: 0,
         };
         let mut nodes = cluster(2, link).await;
         round_trip(&mut nodes).await; // connects
@@ -343,6 +346,69 @@ mod emulated {
         let floor = Duration::from_secs_f64(bytes * 8.0 / bits_per_s as f64);
         assert!(elapsed >= floor, "{elapsed:?} < {floor:?}");
         assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    }
+
+    /// A per-peer override (asymmetric links): node 1's link to node 2 is slow and narrow, its
+    /// link to node 3 is the default; the other nodes emulate nothing.
+    #[tokio::test]
+    async fn a_per_peer_override_applies_to_its_link_only() {
+        let delay = Duration::from_millis(60);
+        let slow = LinkEmulation {
+            delay,
+            link_bits_per_s: 8_000_000, // 1 MB/s on this link alone
+            ..LinkEmulation::default()
+        };
+        let links = LinkEmulations {
+            all: LinkEmulation::default(),
+            peers: [(2, slow)].into_iter().collect(),
+        };
+        assert!(links.is_on() && !links.all.is_on());
+        assert_eq!((links.to(2), links.to(3)), (slow, LinkEmulation::default()));
+        // Every node gets the same table (node 3's link to node 2 is slow too): the test
+        // measures node 1's links only.
+        let mut nodes = cluster(3, links).await;
+        // Connect every link first.
+        nodes[0].send(2, b"hello");
+        nodes[0].send(3, b"hello");
+        assert_eq!(nodes[1].recv().await.0, 1);
+        assert_eq!(nodes[2].recv().await.0, 1);
+        let t = Clock::now();
+        nodes[0].send(3, b"fast");
+        assert_eq!(nodes[2].recv().await, (1, Bytes::from_static(b"fast")));
+        let fast = t.elapsed();
+        assert!(
+            fast < Duration::from_millis(40),
+            "the default link took {fast:?}"
+        );
+        let t = Clock::now();
+        nodes[0].send(2, b"slow");
+        assert_eq!(nodes[1].recv().await, (1, Bytes::from_static(b"slow")));
+        assert!(t.elapsed() >= delay, "the slow link took {:?}", t.elapsed());
+        // The override's bandwidth paces its link: 128 KiB at 1 MB/s take over 130 ms, while
+        // the same through the unlimited link to node 3 take far less.
+        let payload = vec![1u8; 4096];
+        let t = Clock::now();
+        for _ in 0..32 {
+            nodes[0].send(2, &payload);
+        }
+        for _ in 0..32 {
+            assert_eq!(nodes[1].recv().await.1.len(), payload.len());
+        }
+        let paced = t.elapsed();
+        let floor = Duration::from_secs_f64((32 * payload.len()) as f64 * 8.0 / 8e6);
+        assert!(paced >= floor + delay, "{paced:?} < {floor:?} + {delay:?}");
+        let t = Clock::now();
+        for _ in 0..32 {
+            nodes[0].send(3, &payload);
+        }
+        for _ in 0..32 {
+            assert_eq!(nodes[2].recv().await.1.len(), payload.len());
+        }
+        assert!(
+            t.elapsed() < floor,
+            "the default link was paced: {:?}",
+            t.elapsed()
+        );
     }
 }
 
