@@ -43,7 +43,12 @@ impl Mencius {
             return Known::Decided(NOOP);
         }
         if self.decided_blocks.iter().any(|r| r.covers(i, self.n)) {
-            return Known::Decided(NOOP);
+            // A revoked block: no-op, but for the values its DECIDE listed (kept as records
+            // with the DECIDED ballot).
+            return match x.and_then(|x| x.accepted.as_ref()) {
+                Some((b, v)) if *b == crate::msg::DECIDED => Known::Decided(v),
+                _ => Known::Decided(NOOP),
+            };
         }
         let q = self.owner(i);
         let suggested = x.is_some_and(|x| x.suggested || x.own);
@@ -73,6 +78,15 @@ impl Mencius {
             let Some(v) = self.decided(i).map(|v| v.to_vec()) else {
                 break;
             };
+            if !v.is_empty() {
+                // Kept (until compaction) to answer catch-up: below the commit point an
+                // instance without a learned value is a no-op.
+                if let Some(x) = self.insts.get_mut(&i) {
+                    if x.learned.is_none() {
+                        x.learned = Some(v.clone());
+                    }
+                }
+            }
             if !self.ooo.remove(&i) {
                 self.deliver(i, &v, out);
             }

@@ -47,7 +47,9 @@ pub enum Bug {
     /// H2 and H3 literally: the estimate of a peer's index is set, not raised, and a skip is
     /// inferred for every instance below it, suggested or not.
     StaleSkip,
-    /// H4 literally: a learned value is overwritten by a later no-op (from a skip or a block).
+    /// H3 and H4 literally: a SUGGEST for an instance already learned is dropped (so the
+    /// skips it implies are not recorded), and a later inferred skip overwrites the learned
+    /// value with a no-op.
     OverwriteLearned,
     /// Every replica revokes a suspect on its own (no elected revoker), and a revoker proposes
     /// no-op over the whole block whatever phase 1 reported: dueling revokers overwrite a value.
@@ -231,6 +233,8 @@ pub struct Mencius {
     /// Messages to this replica itself (its own acceptor's replies), released once durable.
     pub(crate) loopback: Vec<(u64, Body)>,
     pub(crate) revocations: BTreeMap<usize, revoke::Revocation>,
+    /// Per suspect: no new revocation before this time (after being preempted).
+    pub(crate) revoke_backoff: BTreeMap<usize, TimeUs>,
     /// The highest revocation round seen refused (NACK), so the next attempt goes above it.
     pub(crate) round_seen: u64,
     pub(crate) recent: HashSet<u64>,
@@ -593,6 +597,7 @@ impl Protocol for Mencius {
             own_ids_fifo: VecDeque::new(),
             loopback: Vec::new(),
             revocations: BTreeMap::new(),
+            revoke_backoff: BTreeMap::new(),
             round_seen: 0,
             recent: HashSet::new(),
             recent_fifo: VecDeque::new(),
@@ -648,6 +653,7 @@ impl Protocol for Mencius {
         }
         m.index = index;
         m.floor = index;
+        m.decided_blocks = m.hard.decided.clone();
         m.est = (0..n as usize)
             .map(|p| {
                 if p == me {
@@ -756,6 +762,7 @@ impl Mencius {
         let b = self.base;
         self.hard.promises.retain(|x| x.range.to >= b);
         self.hard.noops.retain(|x| x.range.to >= b);
+        self.hard.decided.retain(|r| r.to >= b);
         let e = self.expected;
         self.decided_blocks.retain(|r| r.to >= e);
     }

@@ -11,6 +11,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use synod_core::wire::{get_bool, get_count, get_u64, get_u8, Wire, WireError, WireResult};
 use synod_core::{Command, LogRecord, MessageKind, Position, Snapshot, WireSize};
 
+/// The ballot of a record that holds a value known decided (a revoked block's listed value,
+/// written by a learner so that a restart knows it without revoking again).
+pub const DECIDED: u64 = u64::MAX;
+
 /// Commands per instance, bounded by the position encoding.
 pub const MAX_BATCH: usize = 1 << 16;
 
@@ -103,6 +107,9 @@ pub struct Hard {
     pub promises: Vec<Block>,
     /// Phase-2 no-op accepts of revocations (a revoked range whose instances carry no value).
     pub noops: Vec<Block>,
+    /// Revoked blocks known decided (no-op but for the values their DECIDE listed, which are
+    /// records): kept so that a restart does not have to revoke them again.
+    pub decided: Vec<Range>,
 }
 
 /// Most blocks the hard state holds; those below the commit point are dropped first.
@@ -355,6 +362,10 @@ impl Wire for Hard {
         b.put_u64(self.round);
         put_blocks(b, &self.promises);
         put_blocks(b, &self.noops);
+        b.put_u32(self.decided.len() as u32);
+        for r in &self.decided {
+            r.encode(b);
+        }
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         Ok(Hard {
@@ -363,6 +374,19 @@ impl Wire for Hard {
             round: get_u64(b)?,
             promises: blocks(b)?,
             noops: blocks(b)?,
+            decided: {
+                let n = get_count(b, "decided blocks", 16)?;
+                if n > MAX_BLOCKS {
+                    return Err(WireError::TooLarge {
+                        what: "decided blocks",
+                        len: n as u64,
+                        max: MAX_BLOCKS as u64,
+                    });
+                }
+                (0..n)
+                    .map(|_| Range::decode(b))
+                    .collect::<WireResult<Vec<_>>>()?
+            },
         })
     }
 }

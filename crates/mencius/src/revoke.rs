@@ -7,7 +7,7 @@
 //! `C_q < I_p + β` (Opt. 3). The failure detector decides only when this runs, never what is
 //! chosen (M11).
 
-use crate::msg::{Accepted, Block, Body, Range, Rec, MAX_BLOCKS};
+use crate::msg::{Accepted, Block, Body, Range, Rec, DECIDED, MAX_BLOCKS};
 use crate::{Bug, Mencius, MenciusActions};
 use std::collections::BTreeMap;
 use synod_core::{Command, StorageOp, TimeUs};
@@ -98,12 +98,13 @@ impl Mencius {
                 }
                 self.revocations.remove(&q);
             }
-            let elected = if q == self.me {
-                true
-            } else {
-                self.revoker_for(q) == Some(self.me)
-            };
+            // One elected revoker, also for a stuck instance of a live owner (the owner itself
+            // never revokes: two revokers of one block preempt each other).
+            let elected = q != self.me && self.revoker_for(q) == Some(self.me);
             if !(self.suspected(q) || stuck) || (!dueling && !elected) {
+                continue;
+            }
+            if self.revoke_backoff.get(&q).is_some_and(|&t| self.now < t) {
                 continue;
             }
             // C_q: the first instance of q not decided here.
@@ -336,6 +337,11 @@ impl Mencius {
             .is_some_and(|r| r.ballot == ballot)
         {
             self.revocations.remove(&owner);
+            // Preempted by another revoker: wait a random while before trying again, so two
+            // revokers that disagree on who is elected do not preempt each other forever.
+            let t = self.opt.revoke_timeout_us.max(1);
+            let at = self.now + self.rng.below(t);
+            self.revoke_backoff.insert(owner, at);
         }
     }
 
@@ -380,6 +386,14 @@ impl Mencius {
         for (i, cs) in values {
             if !range.covers(i, n) || i < self.base {
                 continue;
+            }
+            if self
+                .insts
+                .get(&i)
+                .and_then(|x| x.accepted.as_ref())
+                .is_some_and(|a| a.0 == DECIDED)
+            {
+                continue; // known decided: the record that says so stays
             }
             let x = self.insts.entry(i).or_default();
             x.accepted = Some((ballot, cs.clone()));
@@ -456,7 +470,7 @@ impl Mencius {
         let start = range.from.max(self.expected);
         let held: Vec<u64> = self
             .insts
-            .range(start..=range.to.max(start))
+            .range(start..range.to.saturating_add(1).max(start))
             .filter(|(&i, x)| {
                 i % n == range.from % n
                     && !listed.contains_key(&i)
@@ -467,11 +481,38 @@ impl Mencius {
         for i in held {
             self.learn(i, Vec::new(), out);
         }
+        let mut recs = Vec::new();
         for (i, v) in listed {
+            if i >= self.base {
+                let x = self.insts.entry(i).or_default();
+                if x.accepted.as_ref().is_none_or(|a| a.0 != DECIDED) {
+                    x.accepted = Some((DECIDED, v.clone()));
+                    recs.push(Rec {
+                        instance: i,
+                        ballot: DECIDED,
+                        own: x.own,
+                        commands: v.clone(),
+                    });
+                }
+            }
             self.learn(i, v, out);
         }
-        if range.to >= self.expected {
+        if !recs.is_empty() {
+            self.persist(StorageOp::Append(recs), out);
+        }
+        if range.to >= self.expected && !self.decided_blocks.contains(&range) {
             self.decided_blocks.push(range);
+        }
+        let fresh = range.to >= self.base && !self.hard.decided.contains(&range);
+        if fresh && self.hard.decided.len() < MAX_BLOCKS {
+            // Durable, so that a restart does not revoke the block again (its values are in
+            // the records; the rest needs no record).
+            self.hard.decided.push(range);
+            let next = self.own_after(self.me, range.to);
+            if owner == self.me && next > self.index {
+                self.hard.index = next;
+            }
+            self.save_hard(out);
         }
         if owner == self.me {
             let next = self.own_after(self.me, range.to);

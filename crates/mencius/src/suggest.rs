@@ -83,6 +83,11 @@ impl Mencius {
         if self.owner(i) != q || q == self.me {
             return; // only the owner suggests at ballot 0
         }
+        if self.opt.bug == Some(Bug::OverwriteLearned)
+            && self.insts.get(&i).is_some_and(|x| x.learned.is_some())
+        {
+            return; // H3 literally: "OnMessage PROPOSE … when learned = ⊥"
+        }
         if in_sync {
             self.infer_skips(q, i);
             self.raise_est(q, i + self.n);
