@@ -45,3 +45,6 @@ ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:
 
 echo "== ZooKeeper compatibility suite against synod (paxos)"
 ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+
+echo "== ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
+ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk

@@ -3,7 +3,7 @@
 ZK_TARGET=synod (default) starts `synod server` processes; ZK_TARGET=zookeeper starts an Apache
 ZooKeeper 3.8 ensemble from Debian's zookeeper package. The same tests run against both, which
 shows that they test ZooKeeper's behaviour and not synod's. ZK_PROTOCOL names synod's replication
-protocol (default zab; scripts/test.sh also runs the suite with paxos).
+protocol (default zab; scripts/test.sh also runs the suite with paxos and mencius).
 """
 
 import os

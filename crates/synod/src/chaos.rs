@@ -44,8 +44,8 @@ pub struct ChaosArgs {
         default_value = "kill,pause,partition,restart"
     )]
     faults: Vec<String>,
-    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), or PFT
-    /// Multi-Paxos (paxos, paxos-mbq, paxos-none).
+    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), PFT
+    /// Multi-Paxos (paxos, paxos-mbq, paxos-none), or mencius.
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Seed of the fault schedule and of the clients' choices (random if not given; printed
@@ -144,10 +144,13 @@ fn status(cl: &Cluster, i: u32) -> Option<serde_json::Value> {
         .and_then(|b| serde_json::from_str(&b).ok())
 }
 
+/// The leader, or under a multi-leader protocol (every replica a proposer) the session-duty
+/// holder, which is where the faults aimed at "the leader" hurt most.
 fn leader_of(cl: &Cluster) -> Option<u32> {
     (1..=cl.n).find(|&i| {
-        status(cl, i).is_some_and(|s| s["role"] == "leading")
-            && !cl.is_paused(i)
+        status(cl, i).is_some_and(|s| {
+            s["role"] == "leading" || (s["role"] == "proposer" && s["leader"] == i)
+        }) && !cl.is_paused(i)
             && cl.pid(i).is_some()
     })
 }

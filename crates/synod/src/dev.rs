@@ -18,8 +18,8 @@ pub struct DevArgs {
     /// Data directory (default: a temporary directory, removed on exit).
     #[arg(long)]
     data: Option<PathBuf>,
-    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), or PFT
-    /// Multi-Paxos (paxos, paxos-mbq, paxos-none).
+    /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), PFT
+    /// Multi-Paxos (paxos, paxos-mbq, paxos-none), or mencius.
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// fsync policy: always, or never (benchmarks of everything but the disk).

@@ -33,7 +33,7 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 20)]
     write_ratio: u32,
     /// Replication protocol of the cluster it starts (zab, a Zab variant, paxos, paxos-mbq,
-    /// paxos-none).
+    /// paxos-none, mencius).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Use running servers instead (host:port,…; memory is then not reported).

@@ -1,5 +1,5 @@
 //! The chaos harness on real processes, in the default test run: short runs of `synod chaos`
-//! with every fault kind must pass for zab, zab-ct and paxos, and a planted bug (sync answered locally,
+//! with every fault kind must pass for zab, zab-ct, paxos and mencius, and a planted bug (sync answered locally,
 //! so a partitioned server serves stale reads) must be caught. The long runs are commands (see
 //! docs/testing.md). Ports 25000–25999.
 
@@ -76,6 +76,27 @@ fn a_short_chaos_run_of_paxos_with_every_fault_passes() {
         "13",
         "--base-port",
         "25500",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("linearizability: PASS"), "{out}");
+    assert!(out.contains("acknowledged writes survive: PASS"), "{out}");
+}
+
+#[test]
+fn a_short_chaos_run_of_mencius_with_every_fault_passes() {
+    // Every replica proposes: a dead or cut-off one stalls the others until it is revoked, and
+    // the session duties move between replicas as their failure detectors change their minds.
+    let (code, out) = chaos(&[
+        "--protocol",
+        "mencius",
+        "--duration",
+        "15s",
+        "--faults",
+        "kill,pause,partition,restart",
+        "--seed",
+        "14",
+        "--base-port",
+        "25600",
     ]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("linearizability: PASS"), "{out}");

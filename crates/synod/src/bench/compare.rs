@@ -96,7 +96,7 @@ pub(super) struct CompareArgs {
     #[arg(long, default_value_t = 1000)]
     keys: usize,
     /// The replication protocol of the system `synod` (zab, a Zab variant, paxos, paxos-mbq,
-    /// paxos-none).
+    /// paxos-none, mencius).
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Configuration overrides for every synod node (`--set key=value`, repeatable).
@@ -263,8 +263,16 @@ pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
             "3 nodes each on loopback, fsync on every commit batch (synod fsync=always, \
              ZooKeeper forceSync=yes, etcd default); {} B values over {} keys, uniform; \
              closed loop, one session per client; {:?} measured after {:?} warm-up per cell; \
-             reads: ZooKeeper/synod getData, etcd serializable get",
-            a.value_size, a.keys, a.duration, a.warmup
+             reads: ZooKeeper/synod getData, etcd serializable get{}",
+            a.value_size,
+            a.keys,
+            a.duration,
+            a.warmup,
+            if a.set.is_empty() {
+                String::new()
+            } else {
+                format!("; every synod node with --set {}", a.set.join(" --set "))
+            }
         ),
         skipped,
         results,
