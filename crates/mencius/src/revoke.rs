@@ -84,7 +84,14 @@ impl Mencius {
         // An instance that blocks the commit point for long is revoked even if its owner is
         // not suspected: a revocation whose revoker gave up leaves acceptors promised to a
         // ballot that never finishes, and the owner's resent SUGGEST cannot pass them.
-        let stuck_owner = (self.decided(self.expected).is_none()
+        // Only when something waits behind it: in an idle cluster the commit point always
+        // sits at some replica's next instance, and that is no reason to revoke it.
+        let waiting = self
+            .insts
+            .range(self.expected + 1..)
+            .any(|(_, x)| x.suggested || x.own || x.learned.is_some());
+        let stuck_owner = (waiting
+            && self.decided(self.expected).is_none()
             && self.now.saturating_sub(self.stuck.1) > 2 * self.opt.suspect_timeout_us)
             .then(|| self.owner(self.expected));
         for q in 0..self.n as usize {

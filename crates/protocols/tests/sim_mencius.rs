@@ -142,16 +142,19 @@ fn an_out_of_order_commit_of_non_commuting_commands_is_caught() {
 #[test]
 fn a_learned_value_overwritten_is_caught() {
     // H3 + H4 literally: a SUGGEST for a learned instance dropped, then an inferred skip
-    // overwriting the learned value. Needs a revocation racing the owner's own SUGGEST: seed
-    // 1674 of the command line's defaults is one such run.
-    let mut cfg = SimConfig::new(3, 1674, ());
-    cfg.faults = FaultSet::all();
-    let (r, _) = run_named_one("mencius-bug-overwrite-learned", &cfg).unwrap();
-    assert!(
-        r.violations.iter().any(|v| v.checker == Checker::Agreement),
-        "{:?}",
-        r.violations
-    );
-    let (r, _) = run_named_one("mencius", &cfg).unwrap();
-    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    // overwriting the learned value. Needs a revocation racing the owner's own SUGGEST, which
+    // a few seeds in a thousand of the command line's defaults produce; these are some.
+    let seeds = [269, 1143, 1300, 1753, 1788];
+    let mut caught = 0;
+    for seed in seeds {
+        let mut cfg = SimConfig::new(3, seed, ());
+        cfg.faults = FaultSet::all();
+        let (r, _) = run_named_one("mencius-bug-overwrite-learned", &cfg).unwrap();
+        if r.violations.iter().any(|v| v.checker == Checker::Agreement) {
+            caught += 1;
+        }
+        let (r, _) = run_named_one("mencius", &cfg).unwrap();
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+    assert!(caught >= 3, "caught in {caught} of {} seeds", seeds.len());
 }
