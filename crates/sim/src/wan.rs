@@ -10,7 +10,16 @@
 //! link A B 50ms 20mbps   # A → B: one-way latency, bandwidth
 //! link * * 50ms 20mbps 5ms   # every pair not given (jitter last, optional)
 //! at 60s link C A 50ms 10mbps   # from 60 s of virtual time on
+//! sendbuf 64kb           # optional: bounded send queues (back-pressure), see below
 //! ```
+//!
+//! **Back-pressure** ([`Wan::send_buffer_bytes`], off by default): by default a WAN link's
+//! queue is unbounded, so a sender whose link to one peer is slow keeps sending at the rate of
+//! its fast links while the slow link's queue grows. With a bound, each directed link between
+//! two sites has a send queue of that many bytes, like a TCP socket's send buffer: a message
+//! that finds the queue fuller than that blocks its sender (a blocking write) until the queue
+//! has drained to the bound. The sender's node is then busy (it handles nothing else) and its
+//! interface sends nothing else until then, so a node's sending rate follows its slowest link.
 
 use synod_core::TimeUs;
 
@@ -32,6 +41,20 @@ pub struct Wan {
     pub links: Vec<Vec<WanLink>>,
     /// `(at, from, to, link)`, in time order.
     pub changes: Vec<(TimeUs, usize, usize, WanLink)>,
+    /// Bytes each directed link between two sites may hold queued before a send blocks its
+    /// sender (a TCP send buffer; the module's "Back-pressure"). `None` (the default):
+    /// unbounded queues, no sender ever blocks.
+    pub send_buffer_bytes: Option<u64>,
+}
+
+impl WanLink {
+    /// With a send queue of `buffer` bytes: when a sender that just queued a message on this
+    /// link (whose transmitter is busy until `queue_free_at`) can write again, i.e. when what
+    /// is queued has drained to `buffer` bytes.
+    pub fn writable_at(&self, queue_free_at: TimeUs, buffer: u64) -> TimeUs {
+        let drain_us = buffer.saturating_mul(1_000_000) / self.bandwidth_bytes_per_s.max(1);
+        queue_free_at.saturating_sub(drain_us)
+    }
 }
 
 const LAN: WanLink = WanLink {
@@ -72,6 +95,7 @@ impl Wan {
             sites: names,
             links,
             changes: Vec::new(),
+            send_buffer_bytes: None,
         }
     }
 
@@ -95,6 +119,7 @@ impl Wan {
         let mut placed: Vec<Option<usize>> = vec![None; nodes];
         let mut given: Vec<(String, String, WanLink)> = Vec::new();
         let mut later: Vec<(TimeUs, String, String, WanLink)> = Vec::new();
+        let mut send_buffer_bytes = None;
         let site = |sites: &mut Vec<String>, name: &str| -> usize {
             sites.iter().position(|s| s == name).unwrap_or_else(|| {
                 sites.push(name.to_string());
@@ -130,7 +155,14 @@ impl Wan {
                     let l = parse_link(rest).map_err(err)?;
                     later.push((at, a.to_string(), b.to_string(), l));
                 }
-                _ => return Err(err("expected 'node', 'link' or 'at … link'".into())),
+                ["sendbuf", b] => {
+                    send_buffer_bytes = Some(parse_bytes(b).map_err(err)?);
+                }
+                _ => {
+                    return Err(err(
+                        "expected 'node', 'link', 'at … link' or 'sendbuf'".into()
+                    ))
+                }
             }
         }
         if sites.is_empty() {
@@ -182,8 +214,29 @@ impl Wan {
             site_of,
             links,
             changes,
+            send_buffer_bytes,
         })
     }
+}
+
+/// `65536`, `64kb`, `1mb` (bytes; k and m are powers of 1,024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mul) = if let Some(n) = lower.strip_suffix("kb") {
+        (n.to_string(), 1u64 << 10)
+    } else if let Some(n) = lower.strip_suffix("mb") {
+        (n.to_string(), 1 << 20)
+    } else {
+        (lower.clone(), 1)
+    };
+    let v: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}': not a size in bytes"))?;
+    if v == 0 {
+        return Err(format!("'{s}': a send buffer holds at least one byte"));
+    }
+    v.checked_mul(mul)
+        .ok_or_else(|| format!("'{s}': out of range"))
 }
 
 fn parse_link(words: &[&str]) -> Result<WanLink, String> {
@@ -275,6 +328,26 @@ mod tests {
         assert_eq!(mbps(&w, 2, 1), 5);
         assert!(w.advance(200_000_000));
         assert_eq!((mbps(&w, 2, 1), mbps(&w, 0, 2)), (10, 5));
+    }
+
+    #[test]
+    fn send_buffers_parse_and_drain_at_the_links_rate() {
+        let w = Wan::parse("link A B 50ms 8mbps\nlink B A 50ms 8mbps\nsendbuf 64kb", 2).unwrap();
+        assert_eq!(w.send_buffer_bytes, Some(64 << 10));
+        assert_eq!(
+            Wan::three_sites(3).send_buffer_bytes,
+            None,
+            "off by default"
+        );
+        assert_eq!(parse_bytes("1mb"), Ok(1 << 20));
+        assert_eq!(parse_bytes("4000"), Ok(4000));
+        assert!(parse_bytes("0").is_err() && parse_bytes("lots").is_err());
+        // 8 Mbit/s = 1,000,000 B/s: a 64 KiB buffer drains in 65.536 ms, so a sender whose
+        // queue is busy until 1 s can write again at 934,464 µs, and at once when less is
+        // queued than the buffer holds.
+        let l = w.link(0, 1);
+        assert_eq!(l.writable_at(1_000_000, 64 << 10), 934_464);
+        assert_eq!(l.writable_at(10_000, 64 << 10), 0);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The simulated network: one FIFO link per ordered pair of replicas, with latency, one
 //! network interface per node whose bandwidth all its links share, partitions (messages dropped silently) and broken connections (what is in flight is lost).
+//! On a WAN with `Wan::send_buffer_bytes`, a link between sites holds a bounded send queue and
+//! a send that finds it full blocks the sender (back-pressure, wan.rs).
 
 use super::{Ev, World};
 use crate::faults::FaultKind;
@@ -53,6 +55,7 @@ impl<P: Protocol> World<P> {
             return;
         }
         let wan = self.wan_link(from, to);
+        let send_buffer = self.cfg.net.wan.as_ref().and_then(|w| w.send_buffer_bytes);
         let lat = match wan {
             Some(w) => w.latency_us + self.rand_between(0, w.jitter_us),
             None => self.rand_between(self.cfg.net.latency_min_us, self.cfg.net.latency_max_us),
@@ -72,6 +75,17 @@ impl<P: Protocol> World<P> {
         let arrival = (sent + lat).max(link.last_arrival);
         link.last_arrival = arrival;
         let generation = link.generation;
+        if let (Some(w), Some(buffer)) = (wan, send_buffer) {
+            // Back-pressure (wan.rs): a full send queue blocks the sender until it has drained
+            // to the bound; meanwhile the node handles nothing and sends nothing else.
+            let writable = w.writable_at(link.pipe_free_at, buffer);
+            let node = &mut self.nodes[from];
+            if writable > ready {
+                node.busy_until = node.busy_until.max(writable);
+                node.nic_free_at = node.nic_free_at.max(writable);
+                *self.report.faults.entry("blocked-send").or_default() += 1;
+            }
+        }
         self.at(
             arrival,
             Ev::Message {
@@ -186,4 +200,48 @@ fn cut_links(kind: FaultKind, side: &[usize], n: usize) -> Vec<(usize, usize)> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::World;
+    use crate::{FaultSet, NetModel, SimConfig, Wan};
+    use synod_core::WireSize;
+    use synod_zab::{Msg, Options, Zab};
+
+    /// Two sites, 8 kbit/s (1,000 B/s) from A to B; `count` messages sent from A to B at
+    /// time 0; what the sender's node and interface are then busy until, and when the last
+    /// message arrives.
+    fn send(buffer: Option<u64>, count: u64) -> (u64, u64, u64, u64) {
+        let mut wan = Wan::clique(2, 2, 10_000, 1_000);
+        wan.send_buffer_bytes = buffer;
+        let mut cfg = SimConfig::new(2, 1, Options::default());
+        cfg.faults = FaultSet::none();
+        cfg.net = NetModel::wan(wan);
+        let mut w = World::<Zab>::new(cfg);
+        let msg = Msg::NewEpoch { epoch: 1 };
+        let size = msg.wire_size() as u64;
+        for _ in 0..count {
+            w.send_one(0, 1, 0, msg.clone());
+        }
+        let last = w.links[1].last_arrival;
+        (w.nodes[0].busy_until, w.nodes[0].nic_free_at, last, size)
+    }
+
+    #[test]
+    fn a_full_send_queue_blocks_the_sender_until_it_drains_to_the_bound() {
+        // Unbounded (the default): the link queues all ten and the sender never waits.
+        let (busy, _, last_free, size) = send(None, 10);
+        let tx = size * 1_000; // µs per message at 1,000 B/s
+        assert_eq!(busy, 0);
+        assert_eq!(last_free, 10 * tx + 10_000);
+        // A queue of three messages: the fourth write returns when the first has left, and
+        // after the tenth the sender is blocked until seven have: its node handles nothing
+        // and its interface sends nothing before then. What arrives, and when, is unchanged.
+        let (busy, nic, last, _) = send(Some(3 * size), 10);
+        assert_eq!((busy, nic), (7 * tx, 7 * tx));
+        assert_eq!(last, last_free);
+        // Fewer than the bound: no block.
+        assert_eq!(send(Some(3 * size), 3).0, 0);
+    }
 }
