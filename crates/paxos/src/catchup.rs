@@ -175,6 +175,7 @@ impl Paxos {
         self.log_orders(keep, out);
         self.next_query = self.now;
         self.execute(out);
+        self.collecting_progress(out);
         if self.opt.catch_up == CatchUp::Pbq && self.has_hole_below(self.commit_heard.1) {
             let upto = self.commit_heard.1;
             self.pbq_query(self.exec_n + 1, upto, out);

@@ -298,6 +298,7 @@ impl Paxos {
             self.try_finish_recovery(out);
         } else {
             self.execute(out);
+            self.collecting_progress(out);
         }
     }
 }

@@ -250,6 +250,9 @@ pub struct Paxos {
     pub(crate) need_view_sent: (u64, TimeUs),
     pub(crate) suspect: Option<PreVote>,
     // ---- view change ----
+    /// The last VIEWCHANGE with orders sent for a view led by another replica: (view, when,
+    /// the wait before a beacon that lacks it gets it sent again; doubled at each resend).
+    pub(crate) report_sent: (u64, TimeUs, TimeUs),
     pub(crate) vc_since: TimeUs,
     pub(crate) vc_timeout: TimeUs,
     pub(crate) reports: BTreeMap<NodeId, msg::ViewReport>,
@@ -526,6 +529,7 @@ impl Protocol for Paxos {
             waiting_since: BTreeMap::new(),
             need_view_sent: (0, 0),
             suspect: None,
+            report_sent: (0, 0, 0),
             vc_since: 0,
             vc_timeout: opt.view_change_timeout_us,
             reports: BTreeMap::new(),

@@ -112,14 +112,18 @@ pub enum Msg {
     /// requester that needs one asks it for a state transfer).
     ResponseOrder { base: u64, orders: Vec<Order> },
     /// `<VIEWCHANGE, v+1, n, l, P, i>`: the promise for `view`, with the sender's execution
-    /// point `n`, stable checkpoint `l` and every order it holds above its log's base.
+    /// point `n`, stable checkpoint `l` and every order it holds above `n` (the thesis: above
+    /// `l`; what the sender executed is chosen, and the new primary fetches what it lacks).
     ViewChange {
         view: u64,
         executed: u64,
         stable: u64,
         orders: Vec<Order>,
     },
-    /// `<NEWVIEW, v+1, O>`: the orders reissued in `view` from `base + 1` on (nulls included).
+    /// `<NEWVIEW, v+1, O>`: the orders reissued in `view` (nulls included), from above the
+    /// lowest execution point the new primary collected, which is at least `base`, the highest
+    /// stable checkpoint reported. A replica below `base` pulls a checkpoint; one between `base`
+    /// and the first order catches up.
     NewView {
         view: u64,
         base: u64,
@@ -128,13 +132,14 @@ pub enum Msg {
     /// "Send me your NEWVIEW": a replica heard of `view` from its primary without installing it.
     NeedView { view: u64 },
     /// The new primary of `view`, alive and collecting VIEWCHANGEs, names the replicas whose
-    /// reports it holds: the others send theirs again, and nobody gives the view up while its
-    /// primary is heard (large reports take time to arrive).
+    /// reports it holds: the others send theirs again (after a wait that doubles), and nobody
+    /// gives the view up while its primary is heard (large reports take time to arrive).
     Collecting { view: u64, have: Vec<u32> },
     /// Pre-vote: "I hear nothing from my primary; would you change to `view`?" No promise.
     Suspect { view: u64 },
     /// "So would I": the sender's primary is silent or stuck too (or it is changing views
-    /// already), and the view it would move to.
+    /// already, or the asker installed a later view than the sender's), and the view it would
+    /// move to.
     SuspectAck { view: u64 },
     /// State transfer: send the stable checkpoint covering at least `n` whole batches, from
     /// byte `offset` of the snapshot at `at` (`None`: the latest).

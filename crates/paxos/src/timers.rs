@@ -134,6 +134,8 @@ impl Paxos {
                     && now >= self.next_heartbeat
                 {
                     self.beacon(out);
+                    // Repeats a catch-up query for chosen orders it still lacks.
+                    self.try_new_view(out);
                 }
             }
             Status::Recovering => {

@@ -16,7 +16,7 @@ use crate::msg::ViewReport;
 use crate::normal::same_ids;
 use crate::{Bug, Msg, Order, Paxos, PaxosActions, Status};
 use std::collections::BTreeMap;
-use synod_core::{Dest, NodeId};
+use synod_core::{Dest, NodeId, TimeUs};
 
 impl Paxos {
     /// Promise view `v` (durably) and multicast VIEWCHANGE behind the promise.
@@ -63,20 +63,38 @@ impl Paxos {
     pub(crate) fn send_view_change(&mut self, out: &mut PaxosActions) {
         // The new primary multicasts too (without orders: nobody else builds its NEWVIEW), so
         // the others learn of the view change and join.
-        let msg = self.view_change_msg(self.primary_of(self.hard.promised) != self.me());
+        let leading = self.primary_of(self.hard.promised) == self.me();
+        let msg = self.view_change_msg(!leading);
         let after = self.seq;
         self.send(Dest::All, msg, after, out);
+        if !leading {
+            self.report_sent = (self.hard.promised, self.now, self.first_resend_wait());
+        }
         self.try_new_view(out);
     }
 
+    /// How long a report just sent is given to arrive before a beacon that lacks it has it
+    /// sent again: a quarter of the view-change timer (set long where links are slow), at least
+    /// two heartbeats.
+    fn first_resend_wait(&self) -> TimeUs {
+        (self.vc_timeout / 4).max(2 * self.opt.heartbeat_us)
+    }
+
     /// `<VIEWCHANGE, v, n, l, P, i>` for the promised view, with its orders or without them.
+    ///
+    /// The orders are those held above the sender's execution point `n`, not above its log
+    /// base `l` as in the thesis: an executed order is chosen, so it is no part of the phase-1
+    /// answer the new primary must reconcile, and the new primary fetches any it lacks before
+    /// it builds NEWVIEW (`Paxos::try_new_view`). The report stays as small as the orders in
+    /// flight, where the whole log since the last checkpoint (megabytes of requests) could take
+    /// longer than the view-change timer to cross a slow link.
     fn view_change_msg(&self, with_orders: bool) -> Msg {
         Msg::ViewChange {
             view: self.hard.promised,
             executed: self.exec_n,
             stable: self.base,
             orders: if with_orders {
-                self.orders_above(self.base + 1, usize::MAX)
+                self.orders_above(self.exec_n.max(self.base) + 1, usize::MAX)
             } else {
                 Vec::new()
             },
@@ -125,17 +143,51 @@ impl Paxos {
         if self.reports.len() + 1 < self.cluster.quorum() {
             return;
         }
+        let base = self
+            .reports
+            .values()
+            .map(|r| r.stable)
+            .max()
+            .unwrap_or(0)
+            .max(self.base);
+        // Reports leave out what their senders executed: every order up to the highest
+        // execution point reported is chosen, and this replica must hold it as chosen (its own
+        // report is then the one `reissue` takes) before the others' accepts suffice for the
+        // rest. What it lacks it fetches from the replica that executed furthest.
+        let (ahead, furthest) = self
+            .reports
+            .iter()
+            .map(|(&id, r)| (id, r.executed))
+            .max_by_key(|&(_, e)| e)
+            .unwrap_or((self.me(), 0));
+        let lacking = (base.max(self.exec_n) + 1..=furthest)
+            .find(|n| !self.log.get(n).is_some_and(|s| s.chosen));
+        if let Some(n) = lacking {
+            if self.now >= self.next_query {
+                self.next_query = self.now + 2 * self.opt.heartbeat_us;
+                let msg = Msg::QueryMulticast {
+                    lower: Some(n),
+                    upper: furthest,
+                    executed: self.exec_n,
+                };
+                self.send(Dest::One(ahead), msg, 0, out);
+            }
+            return;
+        }
         let own = self.own_report();
         let mut all: Vec<&ViewReport> = self.reports.values().collect();
         all.push(&own);
-        let base = all.iter().map(|r| r.stable).max().unwrap_or(0);
         let behind = all
             .iter()
             .zip(self.reports.keys().copied().chain([self.me()]))
             .filter(|(r, _)| r.stable == base)
             .map(|(_, id)| id)
             .next();
-        let orders = reissue(v, base, &all, self.opt.bug);
+        // Orders every reporter (this replica included) executed need no new round: NEWVIEW
+        // starts above them. A replica that executed less (outside the quorum) fetches them by
+        // catch-up as chosen orders; one below `base` pulls a checkpoint.
+        let start = all.iter().map(|r| r.executed).min().unwrap_or(0).max(base);
+        let orders = reissue(v, start, &all, self.opt.bug);
         self.install_as_primary(v, base, orders, out);
         if base > self.exec_n {
             // Checkpoint reconciliation the other way round: the new primary itself is behind
@@ -258,8 +310,12 @@ impl Paxos {
         self.hard.promised = v;
         self.hard.installed = v;
         self.status = Status::Normal;
+        // The new view's orders are timed from now: an accept of an earlier view kept its
+        // timestamp otherwise, and after a view change longer than the timeout the backup
+        // found its first reissued order "stuck" and deposed the primary it had just installed.
+        self.waiting_since.clear();
         for (n, _) in self.log_reissued(v, &orders, out) {
-            self.waiting_since.entry(n).or_insert(self.now);
+            self.waiting_since.insert(n, self.now);
         }
         let after = self.set_hard(out);
         for o in &orders {
@@ -351,7 +407,15 @@ impl Paxos {
     pub fn on_suspect(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
         let agree = match self.status {
             Status::ViewChange => Some(view.max(self.hard.promised)),
-            Status::Normal if self.primary_silent() || self.order_stuck() => {
+            // The asker installed a later view than this replica's (it asks for the one after
+            // its own): a quorum promised past this view, which can decide nothing more. Its
+            // primary, idle, would otherwise go on beating and refuse every pre-vote, and a
+            // quorum made of it and the asker never changed view again.
+            Status::Normal
+                if view > self.hard.installed + 1
+                    || self.primary_silent()
+                    || self.order_stuck() =>
+            {
                 Some(view.max(self.hard.installed + 1))
             }
             Status::Normal | Status::Recovering => None,
@@ -390,6 +454,15 @@ impl Paxos {
         }
     }
 
+    /// The prospective primary fetched chosen orders it lacked (catch-up or a checkpoint) while
+    /// it collects: that is progress of the view change; NEWVIEW may be ready.
+    pub(crate) fn collecting_progress(&mut self, out: &mut PaxosActions) {
+        if self.status == Status::ViewChange && self.primary_of(self.hard.promised) == self.me() {
+            self.vc_since = self.now;
+            self.try_new_view(out);
+        }
+    }
+
     /// The prospective primary's beacon while it collects VIEWCHANGEs (every heartbeat).
     pub(crate) fn beacon(&mut self, out: &mut PaxosActions) {
         let v = self.hard.promised;
@@ -412,11 +485,25 @@ impl Paxos {
             return;
         }
         self.vc_since = self.now;
-        if !have.contains(&self.me()) {
-            let msg = self.view_change_msg(true);
-            let after = self.seq;
-            self.send(Dest::One(from), msg, after, out);
+        if have.contains(&self.me()) {
+            return;
         }
+        // A beacon that lacks this report may have left before the report arrived (a large
+        // report on a slow link takes longer than a heartbeat): resend with a doubling wait,
+        // so that copies do not pile up in the link behind the first one.
+        let (sent, at, wait) = self.report_sent;
+        if sent == v && self.now < at + wait {
+            return;
+        }
+        let wait = if sent == v {
+            (2 * wait).min(self.vc_timeout.max(self.opt.heartbeat_us))
+        } else {
+            self.first_resend_wait()
+        };
+        self.report_sent = (v, self.now, wait);
+        let msg = self.view_change_msg(true);
+        let after = self.seq;
+        self.send(Dest::One(from), msg, after, out);
     }
 
     pub fn on_need_view(&mut self, from: NodeId, view: u64, out: &mut PaxosActions) {
@@ -430,7 +517,9 @@ impl Paxos {
 
 /// Build NEWVIEW's `O` for view `v` from the reports (pft.md §3.4 with errata a and b): every
 /// `n` from `base + 1` to the highest accepted `n` reported, a chosen order first, else the
-/// accept from the highest view, else a null.
+/// accept from the highest view, else a null. (`Paxos::try_new_view` passes as `base` the
+/// lowest execution point reported, at or above the highest log base: what every reporter
+/// executed is not reissued.)
 pub fn reissue(v: u64, base: u64, reports: &[&ViewReport], bug: Option<Bug>) -> Vec<Order> {
     let mut at: BTreeMap<u64, Vec<&Order>> = BTreeMap::new();
     for r in reports {
