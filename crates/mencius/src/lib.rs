@@ -470,8 +470,9 @@ impl Mencius {
             Body::Sync {
                 from,
                 upto,
+                more,
                 suggested,
-            } => self.on_sync(q, from, upto, suggested, out),
+            } => self.on_sync(q, from, upto, more, suggested, out),
             Body::SnapRequest { from, offset } => self.on_snap_request(q, from, offset, out),
             Body::SnapChunk {
                 at,

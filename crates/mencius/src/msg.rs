@@ -183,11 +183,14 @@ pub enum Body {
     /// of your instances in `[from, your index)` you suggested.
     SyncRequest { from: u64 },
     /// The sender's own instances in `[from, upto)` that it suggested (with the value when it
-    /// still holds it); the others are skips. `upto` is its index. `from` was raised to the
-    /// sender's log base when it had compacted below the request.
+    /// still holds it); the others are skips. `upto` is its index, or, when `more` is set,
+    /// where a list cut at `SYNC_MAX` entries stops: the sender suggested more at and above
+    /// `upto`, so the receiver is not in sync yet and asks again from there. `from` was raised
+    /// to the sender's log base when it had compacted below the request.
     Sync {
         from: u64,
         upto: u64,
+        more: bool,
         suggested: Vec<(u64, Option<Vec<Command>>)>,
     },
     /// State transfer: the chunk at `offset` of the newest snapshot covering `from`.
@@ -250,7 +253,7 @@ impl WireSize for Msg {
             Body::Decide { values, .. } => 16 + values_size(values),
             Body::Learned { values, .. } => 16 + values_size(values),
             Body::Sync { suggested, .. } => {
-                20 + suggested
+                21 + suggested
                     .iter()
                     .map(|(_, v)| 9 + v.as_ref().map_or(0, |c| commands_size(c)))
                     .sum::<usize>()
@@ -490,11 +493,13 @@ impl Wire for Msg {
             Body::Sync {
                 from,
                 upto,
+                more,
                 suggested,
             } => {
                 b.put_u8(13);
                 b.put_u64(*from);
                 b.put_u64(*upto);
+                b.put_u8(*more as u8);
                 b.put_u32(suggested.len() as u32);
                 for (i, v) in suggested {
                     b.put_u64(*i);
@@ -586,6 +591,7 @@ impl Wire for Msg {
             13 => {
                 let from = get_u64(b)?;
                 let upto = get_u64(b)?;
+                let more = get_bool(b)?;
                 let n = get_count(b, "suggestions", 9)?;
                 let mut suggested = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -596,6 +602,7 @@ impl Wire for Msg {
                 Body::Sync {
                     from,
                     upto,
+                    more,
                     suggested,
                 }
             }

@@ -14,7 +14,7 @@ use synod_core::Command;
 /// How long a SYNCREQUEST waits for its answer before it is sent again.
 const SYNC_RETRY_US: u64 = 200_000;
 /// Most suggestions one SYNC lists; a longer history is synchronised in several rounds.
-const SYNC_MAX: usize = 4_096;
+pub(crate) const SYNC_MAX: usize = 4_096;
 
 impl Mencius {
     /// Account for message `seq` of incarnation `epoch` from `q`. Returns whether skips may
@@ -73,12 +73,14 @@ impl Mencius {
         let from = self.own_at_or_after(self.me, from.max(self.base));
         let mut suggested: Vec<(u64, Option<Vec<Command>>)> = Vec::new();
         let mut upto = self.floor;
+        let mut more = false;
         for (&i, x) in self.insts.range(from..self.floor.max(from)) {
             if self.owner(i) != self.me || !x.own {
                 continue;
             }
             if suggested.len() >= SYNC_MAX {
                 upto = i;
+                more = true;
                 break;
             }
             suggested.push((i, x.accepted.as_ref().map(|a| a.1.clone())));
@@ -89,6 +91,7 @@ impl Mencius {
             Body::Sync {
                 from,
                 upto,
+                more,
                 suggested,
             },
             self.floor_seq,
@@ -98,12 +101,16 @@ impl Mencius {
     }
 
     /// The answer to a SYNCREQUEST: `q`'s own instances in `[from, upto)` that it suggested;
-    /// the others are skips. From here on its stream is followed in sync.
+    /// the others are skips. From here on its stream is followed in sync, unless the list was
+    /// cut short (`more`): then `q` suggested instances at or above `upto` that this replica
+    /// may have missed (sent to its previous incarnation, or lost with a connection), and a
+    /// later message of the stream says nothing about them, so it asks again from `upto`.
     pub(crate) fn on_sync(
         &mut self,
         q: usize,
         from: u64,
         upto: u64,
+        more: bool,
         suggested: Vec<(u64, Option<Vec<Command>>)>,
         out: &mut MenciusActions,
     ) {
@@ -129,6 +136,10 @@ impl Mencius {
         // Below `from` everything of q is decided here already (from ≤ need).
         self.est[q] = self.est[q].max(from);
         self.infer_skips(q, upto);
+        if more {
+            self.ask_sync(q, out);
+            return;
+        }
         let st = &mut self.streams_in[q];
         st.synced = true;
         st.asked_at = None;

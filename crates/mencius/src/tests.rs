@@ -211,6 +211,7 @@ fn every_message_and_the_hard_state_round_trip_and_garbage_is_refused() {
         Body::Sync {
             from: 3,
             upto: 12,
+            more: true,
             suggested: vec![(4, Some(cs.clone())), (7, None)],
         },
         Body::SnapRequest { from: 3, offset: 9 },
@@ -414,4 +415,97 @@ fn commuting_commands_commit_out_of_order_and_conflicting_ones_wait() {
     c.submit(1, vec![cmd(12, 0)]);
     c.run();
     assert!(!c.nodes[2].delivered.contains(&12), "z waited for x");
+}
+
+/// Regression (`synod chaos --protocol mencius --faults kill --seed 32` on real processes): a
+/// replica restarted without a snapshot asks a peer for its whole history; the SYNC answer is
+/// cut at `SYNC_MAX` suggestions, yet the receiver followed the stream in sync from there, so
+/// the peer's next SUGGEST made every unlisted instance above the cut a skip, among them
+/// suggestions sent to the receiver's previous incarnation and decided elsewhere with a value.
+#[test]
+fn a_sync_cut_short_keeps_the_stream_out_of_sync_until_the_rest_is_listed() {
+    let members: Vec<NodeId> = vec![1, 2, 3];
+    let own = crate::stream::SYNC_MAX as u64 + 3;
+    let at = |k: u64| 3 + 3 * k; // position 0's instances
+    let mut disk: DurableState<Rec, Hard> = DurableState::default();
+    disk.hard.incarnation = 1;
+    for k in 0..own {
+        disk.records.insert(
+            at(k),
+            Rec {
+                instance: at(k),
+                ballot: 0,
+                own: true,
+                commands: vec![cmd(k + 1, 0)],
+            },
+        );
+    }
+    let cluster = |me| synod_core::Cluster::new(me, members.clone());
+    let mut sender = Mencius::restore(cluster(1), Options::default(), disk, 1);
+    // The receiver restarted (not fresh) and knows none of them.
+    let mut rdisk: DurableState<Rec, Hard> = DurableState::default();
+    rdisk.hard.incarnation = 1;
+    let mut receiver = Mencius::restore(cluster(3), Options::default(), rdisk, 3);
+    let sync = |sender: &mut Mencius, from: u64| {
+        let mut out = MenciusActions::default();
+        sender.on_sync_request(2, from, &mut out);
+        match out.send.pop().map(|e| e.msg.body) {
+            Some(Body::Sync {
+                from,
+                upto,
+                more,
+                suggested,
+            }) => (from, upto, more, suggested),
+            other => panic!("expected a SYNC, got {other:?}"),
+        }
+    };
+    let mut out = MenciusActions::default();
+    assert_eq!(receiver.follow(0, 2, 7, &mut out), Some(false));
+    let (from, upto, more, suggested) = sync(&mut sender, 3);
+    assert!(more, "the list is cut");
+    assert_eq!(suggested.len(), crate::stream::SYNC_MAX);
+    assert_eq!(upto, at(crate::stream::SYNC_MAX as u64));
+    let mut out = MenciusActions::default();
+    receiver.on_sync(0, from, upto, more, suggested, &mut out);
+    assert!(!receiver.streams_in[0].synced, "not in sync past the cut");
+    assert!(
+        out.send
+            .iter()
+            .any(|e| matches!(e.msg.body, Body::SyncRequest { from } if from == upto)),
+        "asks again from the cut"
+    );
+    // The sender's next SUGGEST on the stream says nothing about the instances above the cut.
+    let top = at(own);
+    let mut out = MenciusActions::default();
+    let in_sync = receiver
+        .follow(0, 2, 8, &mut out)
+        .expect("same incarnation");
+    assert!(!in_sync);
+    receiver.handle(
+        0,
+        Body::Suggest {
+            instance: top,
+            commands: vec![cmd(own + 1, 0)],
+        },
+        in_sync,
+        &mut out,
+    );
+    for k in crate::stream::SYNC_MAX as u64..own {
+        assert!(
+            receiver.decided(at(k)).is_none(),
+            "instance {} is not a skip",
+            at(k)
+        );
+    }
+    // The second round lists the rest and brings the stream in sync.
+    let (from, upto, more, suggested) = sync(&mut sender, upto);
+    assert!(!more);
+    assert_eq!(suggested.len(), 3);
+    let mut out = MenciusActions::default();
+    receiver.on_sync(0, from, upto, more, suggested, &mut out);
+    assert!(receiver.streams_in[0].synced);
+    for k in crate::stream::SYNC_MAX as u64..own {
+        let x = &receiver.insts[&at(k)];
+        assert!(x.suggested && x.accepted.is_some(), "instance {}", at(k));
+    }
 }
