@@ -208,19 +208,7 @@ impl Mencius {
             return;
         }
         self.dirty.retain(|&(_, b)| b > slot);
-        let (i, left) = (msg::tag_instance(s.at.tag), msg::tag_left(s.at.tag));
-        let through = if left == 0 { i } else { i - 1 };
-        self.persist(
-            StorageOp::Snapshot {
-                snapshot: s.clone(),
-                drop_through: Position {
-                    slot: s.at.slot,
-                    tag: (through << 16) | 0xFFFF,
-                },
-                replace_log: false,
-            },
-            out,
-        );
+        let through = self.persist_snapshot(&s, out);
         self.base = self.base.max(through + 1);
         let keep = self.insts.split_off(&self.base);
         self.insts = keep;
@@ -428,8 +416,9 @@ impl Mencius {
         self.install(snapshot, out);
     }
 
-    /// Replace the state with a peer's snapshot: everything up to its instance is delivered.
-    fn install(&mut self, s: Snapshot, out: &mut MenciusActions) {
+    /// Store snapshot `s` and drop the log through the last whole instance it covers (the one
+    /// before its instance when it ends inside a batch); returns that instance.
+    fn persist_snapshot(&mut self, s: &Snapshot, out: &mut MenciusActions) -> u64 {
         let (i, left) = (msg::tag_instance(s.at.tag), msg::tag_left(s.at.tag));
         let through = if left == 0 { i } else { i - 1 };
         self.persist(
@@ -443,6 +432,13 @@ impl Mencius {
             },
             out,
         );
+        through
+    }
+
+    /// Replace the state with a peer's snapshot: everything up to its instance is delivered.
+    fn install(&mut self, s: Snapshot, out: &mut MenciusActions) {
+        let (i, left) = (msg::tag_instance(s.at.tag), msg::tag_left(s.at.tag));
+        let through = self.persist_snapshot(&s, out);
         out.apply.push(Apply::Restore(s.clone()));
         self.slot = s.at.slot;
         self.expected = through + 1;
