@@ -2,6 +2,7 @@
 //! replicated data tree with ZooKeeper's semantics, the transactions that change it, and the
 //! watch registry. The server crate puts a network front end on it.
 
+pub mod acl;
 pub mod jute;
 pub mod machine;
 pub mod path;
