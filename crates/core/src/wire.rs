@@ -151,6 +151,19 @@ impl Wire for Position {
     }
 }
 
+/// A batch of commands, refused beyond `max` commands (each protocol's batch limit).
+pub fn get_batch(b: &mut Bytes, max: usize) -> WireResult<Vec<Command>> {
+    let cs = Vec::<Command>::decode(b)?;
+    if cs.len() > max {
+        return Err(WireError::TooLarge {
+            what: "batch",
+            len: cs.len() as u64,
+            max: max as u64,
+        });
+    }
+    Ok(cs)
+}
+
 impl Wire for Command {
     fn encode(&self, b: &mut BytesMut) {
         b.put_u64(self.id);

@@ -243,15 +243,7 @@ impl Wire for Order {
 
 /// A batch, refused beyond [`MAX_BATCH`] commands.
 fn batch(b: &mut Bytes) -> WireResult<Vec<Command>> {
-    let cs = Vec::<Command>::decode(b)?;
-    if cs.len() > MAX_BATCH {
-        return Err(WireError::TooLarge {
-            what: "batch",
-            len: cs.len() as u64,
-            max: MAX_BATCH as u64,
-        });
-    }
-    Ok(cs)
+    synod_core::wire::get_batch(b, MAX_BATCH)
 }
 
 impl Wire for Accepted {
