@@ -279,6 +279,17 @@ def test_recipes_rewatch_after_losing_their_server(cluster, base):
         zk.close()
 
 
+def attach_when_caught_up(port, session, passwd, last_zxid):
+    """Re-attach a session at `port`, retrying while that server trails `last_zxid` (it closes the
+    connection then, as ZooKeeper does; on a multi-leader cluster replicas trail each other briefly)."""
+    for _ in range(50):
+        try:
+            return RawZK(port, session=session, passwd=passwd, last_zxid=last_zxid)
+        except ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError("the server at port %d never caught up with zxid %#x" % (port, last_zxid))
+
+
 def test_set_watches_on_another_server_with_the_same_session(cluster, zk, base):
     # The Java client's way: re-attach the session elsewhere and send setWatches (xid -8) with
     # the last zxid seen; a change made meanwhile fires at once, others stay registered.
@@ -291,14 +302,7 @@ def test_set_watches_on_another_server_with_the_same_session(cluster, zk, base):
     zk.set(base + "/a", b"changed while away")
     # A server that has not applied `seen` yet refuses the session; clients move on and come
     # back, as this one does (a multi-leader cluster's replicas trail each other briefly).
-    second = None
-    for _ in range(50):
-        try:
-            second = RawZK(cluster.client_port(2), session=session, passwd=passwd, last_zxid=seen)
-            break
-        except ConnectionError:
-            time.sleep(0.1)
-    assert second is not None, "server 2 never caught up with the session's last zxid"
+    second = attach_when_caught_up(cluster.client_port(2), session, passwd, seen)
     try:
         assert second.session == session, "the session re-attached"
         # The change went through another server: sync before asking this one about it.
@@ -313,7 +317,7 @@ def test_set_watches_on_another_server_with_the_same_session(cluster, zk, base):
         assert (3, base + "/b") in got and (1, base + "/new") in got and (4, base) in got
     finally:
         second.close()
-    bad = RawZK(cluster.client_port(3), session=session, passwd=b"\1" * 16, last_zxid=seen)
+    bad = attach_when_caught_up(cluster.client_port(3), session, b"\1" * 16, seen)
     assert bad.session == 0 and bad.timeout == 0, "a wrong password is an invalid session"
     bad.close()
 
