@@ -9,4 +9,16 @@
 //! thesis's "replicate before you act", §11.1). docs/protocols/sconekv.md maps every algorithm
 //! of the thesis to its function here.
 
+pub mod bucket;
+pub mod channel;
+pub mod locks;
 pub mod route;
+pub mod twopc;
+pub mod txn;
+
+pub use bucket::Bucket;
+pub use channel::Out;
+pub use txn::{Cmd, Decided, Msg, Op, OpKind, Outcome, Reply, TxnId};
+
+#[cfg(test)]
+mod tests;
