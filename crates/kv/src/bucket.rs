@@ -96,6 +96,8 @@ pub struct Bucket {
     pub(crate) wake: BTreeSet<TxnId>,
     /// Planted bug for the checkers' tests: a delete resets the key's version to 0.
     pub(crate) bug_reset_on_delete: bool,
+    /// Planted bug for the checkers' tests: reads are not validated at commit.
+    pub(crate) bug_skip_read_validation: bool,
 }
 
 impl Bucket {
@@ -117,6 +119,7 @@ impl Bucket {
             stats: Stats::default(),
             wake: BTreeSet::new(),
             bug_reset_on_delete: false,
+            bug_skip_read_validation: false,
         }
     }
 
@@ -124,6 +127,17 @@ impl Bucket {
     /// checker catches it.
     pub fn plant_reset_on_delete(&mut self) {
         self.bug_reset_on_delete = true;
+    }
+
+    /// Plant a bug: reads are not validated at commit (write skew and lost updates follow).
+    pub fn plant_skip_read_validation(&mut self) {
+        self.bug_skip_read_validation = true;
+    }
+
+    /// The committed keys as of now (a copy-on-write view: O(1)); a simulated lagging replica
+    /// serves reads from an older one.
+    pub fn store(&self) -> OrdMap<Bytes, Entry> {
+        self.store.clone()
     }
 
     pub fn index(&self) -> u32 {
@@ -320,7 +334,7 @@ impl Bucket {
         b.put_u32(self.buckets);
         b.put_u64(self.retain_us);
         b.put_u64(self.newest_us);
-        b.put_u8(self.bug_reset_on_delete as u8);
+        b.put_u8(self.bug_reset_on_delete as u8 | (self.bug_skip_read_validation as u8) << 1);
         b.put_u64(self.store.len() as u64);
         for (k, e) in &self.store {
             synod_core::wire::put_bytes(&mut b, k);
@@ -375,7 +389,9 @@ impl Bucket {
         }
         let mut s = Bucket::new(me, buckets, get_u64(b)?);
         s.newest_us = get_u64(b)?;
-        s.bug_reset_on_delete = get_bool(b)?;
+        let bugs = get_u8(b)?;
+        s.bug_reset_on_delete = bugs & 1 != 0;
+        s.bug_skip_read_validation = bugs & 2 != 0;
         let n = get_u64(b)?;
         for _ in 0..n {
             let k = get_bytes(b, "key", crate::txn::MAX_KEY_BYTES as u64)?;
