@@ -92,6 +92,9 @@ pub struct Bucket {
     pub(crate) channels: Channels,
     pub(crate) locks: Locks,
     pub(crate) stats: Stats,
+    /// Transactions decided since the last [`Bucket::take_announced`] (not replicated state:
+    /// how a server learns whose client to answer).
+    pub(crate) announced: Vec<TxnId>,
     /// Waiters to try again before the current command ends (always empty between commands).
     pub(crate) wake: BTreeSet<TxnId>,
     /// Planted bug for the checkers' tests: a delete resets the key's version to 0.
@@ -118,6 +121,7 @@ impl Bucket {
             locks: Locks::default(),
             stats: Stats::default(),
             wake: BTreeSet::new(),
+            announced: Vec::new(),
             bug_reset_on_delete: false,
             bug_skip_read_validation: false,
         }
@@ -159,6 +163,21 @@ impl Bucket {
     /// The outcome of a transaction this bucket coordinated, if decided and still retained.
     pub fn decided(&self, id: &TxnId) -> Option<&Decided> {
         self.decided.get(id)
+    }
+
+    /// The transactions decided here since the last call (the server answers their clients).
+    pub fn take_announced(&mut self) -> Vec<TxnId> {
+        std::mem::take(&mut self.announced)
+    }
+
+    /// Record the outcome of a transaction this bucket decided.
+    pub(crate) fn record(&mut self, id: TxnId, d: Decided) {
+        match d.outcome {
+            crate::txn::Outcome::Committed => self.stats.committed += 1,
+            crate::txn::Outcome::Aborted => self.stats.aborted += 1,
+        }
+        self.decided.insert(id, d);
+        self.announced.push(id);
     }
 
     pub fn stats(&self) -> Stats {

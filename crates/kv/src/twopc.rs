@@ -113,7 +113,7 @@ impl Bucket {
         } else if id.time.saturating_add(self.retain_us) < self.newest_us {
             return Reply::Refused("transaction too old to abort".into());
         } else {
-            self.decided.insert(
+            self.record(
                 id,
                 Decided {
                     outcome: Outcome::Aborted,
@@ -121,7 +121,6 @@ impl Bucket {
                     version: 0,
                 },
             );
-            self.stats.aborted += 1;
         }
         Reply::Decided(self.decided[&id].clone())
     }
@@ -204,7 +203,7 @@ impl Bucket {
                 }
                 self.locks.release(id, &p.ops, &mut self.wake);
                 let version = self.version(&p.ops[0].key);
-                self.decided.insert(
+                self.record(
                     id,
                     Decided {
                         outcome: Outcome::Committed,
@@ -212,7 +211,6 @@ impl Bucket {
                         version,
                     },
                 );
-                self.stats.committed += 1;
                 return;
             }
             self.parts.get_mut(&id).expect("present").state = PartState::Prepared;
@@ -245,7 +243,7 @@ impl Bucket {
         }
         if p.single() {
             let version = self.version(&p.ops[0].key);
-            self.decided.insert(
+            self.record(
                 id,
                 Decided {
                     outcome: Outcome::Aborted,
@@ -253,7 +251,6 @@ impl Bucket {
                     version,
                 },
             );
-            self.stats.aborted += 1;
         } else {
             // Nothing of this part remains here: the decision can only be abort.
             self.vote(id, p.coordinator(), false, reason, emit);
@@ -320,12 +317,7 @@ impl Bucket {
         } else {
             Outcome::Aborted
         };
-        if commit {
-            self.stats.committed += 1;
-        } else {
-            self.stats.aborted += 1;
-        }
-        self.decided.insert(
+        self.record(
             id,
             Decided {
                 outcome,
