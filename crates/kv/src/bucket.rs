@@ -92,6 +92,9 @@ pub struct Bucket {
     pub(crate) channels: Channels,
     pub(crate) locks: Locks,
     pub(crate) stats: Stats,
+    /// A digest of every command applied (so equal on replicas that applied the same ones),
+    /// kept as it goes: hashing the whole state on demand would cost O(keys).
+    pub(crate) rolling: u64,
     /// Transactions decided since the last [`Bucket::take_announced`] (not replicated state:
     /// how a server learns whose client to answer).
     pub(crate) announced: Vec<TxnId>,
@@ -122,6 +125,7 @@ impl Bucket {
             stats: Stats::default(),
             wake: BTreeSet::new(),
             announced: Vec::new(),
+            rolling: 0,
             bug_reset_on_delete: false,
             bug_skip_read_validation: false,
         }
@@ -206,6 +210,13 @@ impl Bucket {
 
     /// Apply one command of the bucket's log.
     pub fn apply(&mut self, payload: &Bytes, emit: &mut Vec<Out>) -> Reply {
+        self.rolling = crate::route::fnv1a_64(
+            &[
+                self.rolling.to_be_bytes(),
+                crate::route::fnv1a_64(payload).to_be_bytes(),
+            ]
+            .concat(),
+        );
         let cmd = match Cmd::from_bytes(payload.clone()) {
             Ok(c) => c,
             Err(e) => return Reply::Refused(format!("malformed command: {e}")),
@@ -340,8 +351,14 @@ impl Bucket {
         );
     }
 
-    /// A digest of the whole state, equal on replicas that applied the same commands.
+    /// A digest of the commands applied, equal on replicas that applied the same ones (and
+    /// carried by snapshots).
     pub fn digest(&self) -> u64 {
+        self.rolling
+    }
+
+    /// A digest of the whole state (O(keys)): equal on replicas whose states are equal.
+    pub fn state_digest(&self) -> u64 {
         crate::route::fnv1a_64(&self.encode())
     }
 
@@ -353,6 +370,7 @@ impl Bucket {
         b.put_u32(self.buckets);
         b.put_u64(self.retain_us);
         b.put_u64(self.newest_us);
+        b.put_u64(self.rolling);
         b.put_u8(self.bug_reset_on_delete as u8 | (self.bug_skip_read_validation as u8) << 1);
         b.put_u64(self.store.len() as u64);
         for (k, e) in &self.store {
@@ -408,6 +426,7 @@ impl Bucket {
         }
         let mut s = Bucket::new(me, buckets, get_u64(b)?);
         s.newest_us = get_u64(b)?;
+        s.rolling = get_u64(b)?;
         let bugs = get_u8(b)?;
         s.bug_reset_on_delete = bugs & 1 != 0;
         s.bug_skip_read_validation = bugs & 2 != 0;
