@@ -5,13 +5,14 @@
 
 use crate::config::Config;
 use crate::host::group::{Group, GroupParts, GroupRunner};
+use crate::kv::KvMachine;
 use crate::machine::{StateMachine, ZooKeeper};
 use crate::metrics::Metrics;
 use crate::protocol::{Family, Zxids};
 use crate::register::Register;
 use crate::transport::{Decoder, PeerMsg};
 use anyhow::{anyhow, bail, Context, Result};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,6 +40,8 @@ pub(crate) struct Built {
     pub routes: BTreeMap<GroupId, Vec<NodeId>>,
     pub zookeeper: Served<ZooKeeper>,
     pub registers: BTreeMap<GroupId, Served<Register>>,
+    /// This node's replicas of SconeKV buckets, by bucket index.
+    pub kv: BTreeMap<u32, Served<KvMachine>>,
 }
 
 /// What one group is, before it is built.
@@ -79,8 +82,9 @@ pub(crate) fn build(
             view: watch::channel(View::default()).1,
         },
         registers: BTreeMap::new(),
+        kv: BTreeMap::new(),
     };
-    built.routes.insert(0, all);
+    built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
     let machine = ZooKeeper::new(zk.family.zxids());
     let served = group(cfg, &zk, machine, wal_dir, zk_ops, metrics, &mut built)?;
@@ -103,6 +107,31 @@ pub(crate) fn build(
         let machine = Register::new(g.id);
         let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
         built.registers.insert(g.id, served);
+    }
+    if cfg.kv.enabled() {
+        let nodes: BTreeSet<NodeId> = all.iter().copied().collect();
+        let protocol = cfg.kv.protocol.as_deref().unwrap_or(&cfg.protocol);
+        for (b, members) in cfg.kv.placement(&nodes).iter().enumerate() {
+            let b = b as u32;
+            let id = cfg.kv.group_base + b;
+            let members: Vec<NodeId> = members.iter().copied().collect();
+            built.routes.insert(id, members.clone());
+            if !members.contains(&me) {
+                continue;
+            }
+            let spec = Spec {
+                id,
+                protocol,
+                family: family(protocol)?,
+                members,
+                machine_kind: "kv",
+            };
+            let ops = recovery.groups.remove(&id).unwrap_or_default();
+            let retain_us = cfg.kv.retain_ms * 1_000;
+            let machine = KvMachine::new(b, cfg.kv.buckets, cfg.kv.group_base, retain_us);
+            let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
+            built.kv.insert(b, served);
+        }
     }
     if let Some((&g, _)) = recovery.groups.iter().next() {
         bail!(

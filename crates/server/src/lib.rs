@@ -21,6 +21,7 @@ pub mod config;
 pub mod front;
 pub mod host;
 pub mod identity;
+pub mod kv;
 pub mod machine;
 pub mod metrics;
 pub mod protocol;
@@ -138,6 +139,40 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         cut: cfg.fault_injection.then_some(cut),
     });
     let app = admin::router(admin_state);
+    let kv = match cfg.kv.listen.filter(|_| cfg.kv.enabled()) {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for KV clients on {addr}"))?;
+            let local = built
+                .kv
+                .iter()
+                .map(|(&b, s)| {
+                    let group = cfg.kv.group_base + b;
+                    let handle = GroupHandle::new(group, cfg.node_id, tx.clone(), s.view.clone());
+                    (
+                        b,
+                        kv::LocalBucket {
+                            handle,
+                            machine: s.machine.clone(),
+                        },
+                    )
+                })
+                .collect();
+            let nodes = members.keys().copied().collect();
+            let service = kv::KvService::new(cfg.node_id, &cfg.kv, &nodes, local);
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let server = tonic::transport::Server::builder()
+                .add_service(synod_kv_client::proto::kv_server::KvServer::new(service))
+                .serve_with_incoming(incoming);
+            Some(tokio::spawn(async move {
+                if let Err(e) = server.await {
+                    tracing::error!("the KV listener stopped: {e}");
+                }
+            }))
+        }
+        None => None,
+    };
     let front = match (client_listener, cfg.client_addr) {
         (Some(l), Some(addr)) => {
             let f = front::Front::new(
@@ -172,6 +207,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         peer = %peer_addr,
         client = ?cfg.client_addr,
         admin = %cfg.admin_addr,
+        kv = ?cfg.kv.listen.filter(|_| cfg.kv.enabled()),
         groups = built.protocols.len(),
         fd_limit,
         max_connections = cfg.zookeeper.max_connections,
@@ -201,6 +237,9 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     inbound.abort();
     if let Some(f) = front {
         f.abort();
+    }
+    if let Some(k) = kv {
+        k.abort();
     }
     let (done, flushed) = oneshot::channel();
     if tx.send(HostInput::Shutdown(done)).await.is_ok() {

@@ -397,11 +397,17 @@ impl MenciusTuning {
 impl Config {
     /// The protocol of every group this cluster runs (group 0's first).
     pub fn protocols(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.protocol.as_str()).chain(
-            self.groups
-                .iter()
-                .map(|g| g.protocol.as_deref().unwrap_or(&self.protocol)),
-        )
+        let kv = self
+            .kv
+            .enabled()
+            .then(|| self.kv.protocol.as_deref().unwrap_or(&self.protocol));
+        std::iter::once(self.protocol.as_str())
+            .chain(
+                self.groups
+                    .iter()
+                    .map(|g| g.protocol.as_deref().unwrap_or(&self.protocol)),
+            )
+            .chain(kv)
     }
 
     /// Whether any group runs `family`.

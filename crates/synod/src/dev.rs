@@ -28,6 +28,13 @@ pub struct DevArgs {
     /// Log level of the replicas.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Also serve SconeKV's transactional store (3 buckets of 3 replicas unless `--set
+    /// kv.buckets=N` / `kv.replicas=N`), with node i's KV gRPC API on port KV_PORT + i - 1.
+    #[arg(long)]
+    kv: bool,
+    /// Port of node 1's KV gRPC API (with --kv).
+    #[arg(long, default_value_t = 2479)]
+    kv_port: u16,
     /// Configuration overrides for every replica (`--set key=value`, repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
@@ -55,6 +62,9 @@ pub fn run(args: DevArgs) -> Result<()> {
     };
     let mut cl = Cluster::new(kind, n, args.base_port, args.data.clone())?;
     cl.admin_offset = 7000;
+    if args.kv {
+        cl.kv_port = Some(args.kv_port);
+    }
     println!(
         "synod dev: {n} replicas ({}), data in {}",
         args.protocol,
@@ -68,6 +78,18 @@ pub fn run(args: DevArgs) -> Result<()> {
             cl.peer_port(i),
             cl.admin_addr(i),
             cl.dir.join(format!("node{i}.log")).display()
+        );
+        if args.kv {
+            println!(
+                "          kv  {} (gRPC, proto/synod_kv.proto)",
+                cl.kv_addr(i)
+            );
+        }
+    }
+    if args.kv {
+        println!(
+            "Try: synod kv --servers {} put greeting hello",
+            cl.kv_addrs().join(",")
         );
     }
     println!("Ctrl-C stops the cluster.");

@@ -121,6 +121,9 @@ pub struct Cluster {
     pub dir: PathBuf,
     /// synod's admin port of node i is `base + admin_offset + i`.
     pub admin_offset: u32,
+    /// Serve SconeKV: node i's KV gRPC listener is `kv_port + i - 1` (with `kv.buckets = 3`
+    /// unless a `--set` says otherwise).
+    pub kv_port: Option<u16>,
     nodes: Vec<Node>,
     synod_exe: PathBuf,
     _temp: Option<tempfile::TempDir>,
@@ -200,6 +203,7 @@ impl Cluster {
             base,
             dir,
             admin_offset: 800,
+            kv_port: None,
             nodes: (0..n)
                 .map(|_| Node {
                     child: None,
@@ -216,6 +220,13 @@ impl Cluster {
     }
     pub fn admin_addr(&self, i: u32) -> String {
         format!("127.0.0.1:{}", self.base as u32 + self.admin_offset + i)
+    }
+    /// Node i's KV gRPC address (with `kv_port`).
+    pub fn kv_addr(&self, i: u32) -> String {
+        format!("127.0.0.1:{}", self.kv_port.unwrap_or(2479) as u32 + i - 1)
+    }
+    pub fn kv_addrs(&self) -> Vec<String> {
+        (1..=self.n).map(|i| self.kv_addr(i)).collect()
     }
     pub fn client_addrs(&self) -> Vec<String> {
         (1..=self.n).map(|i| self.client_addr(i)).collect()
@@ -278,6 +289,17 @@ impl Cluster {
                 .into(),
         );
         cfg.insert("log_level".into(), "warn".into());
+        if self.kv_port.is_some() {
+            let mut addrs = toml::Table::new();
+            for j in 1..=self.n {
+                addrs.insert(j.to_string(), self.kv_addr(j).into());
+            }
+            let mut kv = toml::Table::new();
+            kv.insert("buckets".into(), 3.into());
+            kv.insert("listen".into(), self.kv_addr(i).into());
+            kv.insert("addrs".into(), addrs.into());
+            cfg.insert("kv".into(), kv.into());
+        }
         let path = self.dir.join(format!("node{i}.toml"));
         std::fs::write(&path, toml::to_string(&cfg)?)?;
         let log = self.log_file(i)?;

@@ -12,7 +12,9 @@ use synod_core::NodeId;
 use crate::protocol::{check_protocol, Family};
 pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
+mod kv;
 mod link;
+pub use kv::KvConfig;
 pub use link::{LinkEmulationConfig, PeerLinkConfig};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -82,6 +84,9 @@ pub struct Config {
     /// default.
     #[serde(default)]
     pub link_emulation: LinkEmulationConfig,
+    /// SconeKV: buckets of the transactional store and the KV gRPC listener.
+    #[serde(default)]
+    pub kv: KvConfig,
 }
 
 /// One `[[groups]]` entry.
@@ -421,6 +426,15 @@ impl Config {
                 g.protocol.as_deref().unwrap_or(&self.protocol),
                 members.len(),
             )?;
+        }
+        let nodes = members.keys().copied().collect();
+        self.kv.validate(&nodes, &seen)?;
+        if self.kv.enabled() {
+            let p = self.kv.protocol.as_deref().unwrap_or(&self.protocol);
+            if Family::of(p) == Some(Family::Mencius) {
+                bail!("config key kv.protocol: '{p}' names no master; buckets run zab, a Zab variant or paxos");
+            }
+            check_protocol("kv.protocol", p, self.kv.replicas.min(members.len()))?;
         }
         Ok(())
     }
