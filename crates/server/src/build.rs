@@ -51,6 +51,9 @@ struct Spec<'a> {
     family: Family,
     members: Vec<NodeId>,
     machine_kind: &'static str,
+    /// Zab's tie-break among equal histories: a bucket group prefers a different replica
+    /// for each bucket so that masters spread over the nodes.
+    preferred: Option<NodeId>,
 }
 
 /// Build every group this node runs. Refuses a log that holds a group the configuration does
@@ -71,6 +74,7 @@ pub(crate) fn build(
         family: family(&cfg.protocol)?,
         members: all.clone(),
         machine_kind: "zookeeper",
+        preferred: None,
     };
     let mut built = Built {
         runners: Vec::new(),
@@ -102,6 +106,7 @@ pub(crate) fn build(
             family: family(protocol)?,
             members,
             machine_kind: "register",
+            preferred: None,
         };
         let ops = recovery.groups.remove(&g.id).unwrap_or_default();
         let machine = Register::new(g.id);
@@ -123,6 +128,7 @@ pub(crate) fn build(
                 id,
                 protocol,
                 family: family(protocol)?,
+                preferred: Some(members[b as usize % members.len()]),
                 members,
                 machine_kind: "kv",
             };
@@ -157,7 +163,10 @@ fn group<S: StateMachine>(
     let p = spec.protocol;
     let (runner, served, decoder) = match spec.family {
         Family::Zab => {
-            let opt = cfg.zab_options(p);
+            let opt = synod_zab::Options {
+                preferred_leader: spec.preferred,
+                ..cfg.zab_options(p)
+            };
             let (r, s) = restore::<Zab, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
             (r, s, decoder::<synod_zab::Msg>())
         }

@@ -6,6 +6,12 @@ use crate::{Bug, Election, Msg, PeerState, Phase, Settled, Vote, Zab, ZabActions
 use std::collections::BTreeMap;
 use synod_core::{Dest, Envelope, Event, NodeId, Reject, View};
 
+/// The order of votes: most recent history first, then the preferred leader, then the highest
+/// id.
+fn rank(v: Vote, preferred: Option<NodeId>) -> (u32, Zxid, bool, NodeId) {
+    (v.epoch, v.zxid, Some(v.leader) == preferred, v.leader)
+}
+
 impl Zab {
     pub(crate) fn my_vote(&self) -> Vote {
         if self.opts.bug == Some(Bug::ElectAnyone) {
@@ -141,6 +147,7 @@ impl Zab {
         let quorum = self.quorum();
         let recovering = self.recovering();
         let my_initial = self.my_vote();
+        let preferred = self.opts.preferred_leader;
         let mut rebroadcast = false;
         let mut reply = false;
         let mut join = None;
@@ -158,13 +165,17 @@ impl Zab {
                     if round > self.round {
                         self.round = round;
                         el.recv.clear();
-                        el.vote = my_initial.max(vote);
+                        el.vote = if rank(vote, preferred) > rank(my_initial, preferred) {
+                            vote
+                        } else {
+                            my_initial
+                        };
                         el.recv.insert(me, el.vote);
                         el.decide_at = None;
                         rebroadcast = true;
                     } else if round < self.round {
                         reply = true;
-                    } else if vote > el.vote {
+                    } else if rank(vote, preferred) > rank(el.vote, preferred) {
                         el.vote = vote;
                         el.recv.insert(me, vote);
                         el.decide_at = None;

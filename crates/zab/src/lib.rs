@@ -117,6 +117,11 @@ pub struct Options {
     /// the measured λ and d with Algorithm 1 and a policy inside [P₁, P₂] (ZabCT_u by default;
     /// infeasible → vote Zab).
     pub coin: coin::Choice,
+    /// Among candidates with the same epoch and last zxid, elect this one (else the highest
+    /// id, as ZooKeeper does). Only the tie-break changes, so the elected leader still holds
+    /// the most recent history; a host running many groups names a different replica for each
+    /// so that their leaders spread over the nodes.
+    pub preferred_leader: Option<NodeId>,
     pub bug: Option<Bug>,
 }
 
@@ -144,6 +149,7 @@ impl Default for Options {
             switch_after_us: 1_000_000,
             switch_back_after_us: 1_000_000,
             coin: coin::Choice::default(),
+            preferred_leader: None,
             bug: None,
         }
     }

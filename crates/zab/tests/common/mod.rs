@@ -133,6 +133,11 @@ impl Env<Zab> for Io<'_> {
 impl Net {
     /// `n` replicas with ids 1..=n, all started from empty disks.
     pub fn new(n: u32) -> Self {
+        Self::with_options(n, Options::default())
+    }
+
+    /// The same, with these options for every replica.
+    pub fn with_options(n: u32, opts: Options) -> Self {
         let mut net = Net {
             now: 0,
             nodes: (1..=n)
@@ -149,7 +154,7 @@ impl Net {
             queue: VecDeque::new(),
             blocked: BTreeSet::new(),
             trace: Vec::new(),
-            opts: Options::default(),
+            opts,
         };
         for id in 1..=n {
             net.start(id, false);
