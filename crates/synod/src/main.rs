@@ -5,6 +5,7 @@ mod chaos;
 mod cli;
 mod dev;
 mod experiment;
+mod kv_cli;
 mod procs;
 mod server;
 mod sim;
@@ -40,6 +41,8 @@ enum Command {
     Chaos(chaos::ChaosArgs),
     /// Hold a steady load with many sessions for a long time, reporting latency and memory.
     Soak(soak::SoakArgs),
+    /// The native key-value API (SconeKV): view, get, put, del, cas, and transaction scripts.
+    Kv(kv_cli::KvArgs),
 }
 
 fn main() {
@@ -77,6 +80,13 @@ fn main() {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("synod soak: {e:#}");
+                2
+            }
+        },
+        Command::Kv(args) => match kv_cli::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod kv: {e:#}");
                 2
             }
         },

@@ -1,0 +1,28 @@
+"""Test setup: generate the gRPC stubs if they are missing, make the package importable from
+the checkout, and the ``kv_seeds`` fixture for tests against a real cluster (skipped unless
+SYNOD_KV_ADDR is set: ``host:port[,host:port...]`` of its KV gRPC listeners)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if not (ROOT / "synod_kv" / "synod_kv_pb2_grpc.py").exists():
+    subprocess.run(
+        ["bash", str(ROOT / "generate.sh")],
+        check=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def kv_seeds():
+    """The seeds of a real cluster, from SYNOD_KV_ADDR; the test is skipped without it."""
+    addr = os.environ.get("SYNOD_KV_ADDR")
+    if not addr:
+        pytest.skip("SYNOD_KV_ADDR is not set (host:port,... of a running cluster)")
+    return [a.strip() for a in addr.split(",") if a.strip()]

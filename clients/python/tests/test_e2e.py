@@ -1,0 +1,19 @@
+"""Against a real cluster: skipped unless SYNOD_KV_ADDR names one (``host:port,...`` of its KV
+gRPC listeners, e.g. ``synod dev --kv`` gives 127.0.0.1:2479,...). Add end-to-end tests here,
+taking the ``kv_seeds`` fixture from conftest.py."""
+
+import uuid
+
+from synod_kv import Client
+
+
+def test_a_transaction_commits_and_its_writes_are_read_back(kv_seeds):
+    prefix = f"e2e-{uuid.uuid4().hex}-"
+    with Client(kv_seeds) as client:
+        txn = client.begin()
+        assert txn.get(prefix + "a") is None
+        txn.put(prefix + "a", "1")
+        txn.put(prefix + "b", "2")
+        assert txn.commit().committed
+        assert client.get(prefix + "a") == b"1"
+        assert client.get_versioned(prefix + "b").version == 1
