@@ -56,8 +56,9 @@ impl Part {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Coord {
     pub buckets: Vec<u32>,
-    /// The buckets whose yes vote stands (a set, not a counter: §13, Algorithm 3).
-    pub yes: BTreeSet<u32>,
+    /// The buckets whose yes vote stands (a set, not a counter: §13, Algorithm 3), each with
+    /// the versions its ops will have.
+    pub yes: BTreeMap<u32, Vec<u64>>,
 }
 
 /// Counters a bucket keeps (replicated like the rest: every replica counts the same).
@@ -296,8 +297,8 @@ impl Bucket {
                         bucket_of(&op.key, self.buckets)
                     ));
                 }
-                if op.blind && parts.len() > 1 {
-                    return Some("a blind write in a multi-bucket transaction".into());
+                if op.blind && !op.writes() {
+                    return Some("a blind read".into());
                 }
             }
         }
@@ -395,7 +396,11 @@ impl Bucket {
         for (id, c) in &self.coord {
             id.encode(&mut b);
             put_u32s(&mut b, &c.buckets);
-            put_u32s(&mut b, &c.yes.iter().copied().collect::<Vec<_>>());
+            b.put_u32(c.yes.len() as u32);
+            for (bucket, versions) in &c.yes {
+                b.put_u32(*bucket);
+                crate::txn::put_u64s(&mut b, versions);
+            }
         }
         b.put_u32(self.decided.len() as u32);
         for (id, d) in &self.decided {
@@ -465,7 +470,10 @@ impl Bucket {
         for _ in 0..get_count(b, "coordinated", 16)? {
             let id = TxnId::decode(b)?;
             let buckets = get_u32s(b, MAX_BUCKETS)?;
-            let yes = get_u32s(b, MAX_BUCKETS)?.into_iter().collect();
+            let mut yes = BTreeMap::new();
+            for _ in 0..get_count(b, "votes", 8)? {
+                yes.insert(get_u32(b)?, crate::txn::get_u64s(b, crate::txn::MAX_OPS)?);
+            }
             s.coord.insert(id, Coord { buckets, yes });
         }
         for _ in 0..get_count(b, "decided", 16)? {
@@ -505,7 +513,12 @@ impl Bucket {
     fn on_message(&mut self, from: u32, msg: Msg, emit: &mut Vec<Out>) {
         match msg {
             Msg::Prepare { id, buckets, ops } => self.on_prepare(from, id, buckets, ops, emit),
-            Msg::Vote { id, yes, reason } => self.on_vote(id, from, yes, reason, emit),
+            Msg::Vote {
+                id,
+                yes,
+                reason,
+                versions,
+            } => self.on_vote(id, from, yes, reason, versions, emit),
             Msg::Decision { id, commit } => self.on_decision(id, commit),
             Msg::RevertRequest { id } => self.on_revert_request(id, from, emit),
             Msg::RevertGrant { id } => self.on_revert_grant(id),

@@ -406,3 +406,48 @@ fn malformed_commands_are_refused_not_panicked_on() {
     }
     assert!(out.is_empty());
 }
+
+#[test]
+fn blind_writes_need_no_validation_and_learn_the_version_they_installed() {
+    let mut net = Net::new(2);
+    let (x, y) = (key_in(0, 2, 0), key_in(1, 2, 0));
+    // Someone writes y first; a transaction that read x and writes y blindly still commits.
+    net.submit(
+        1,
+        &Cmd::Commit {
+            id: id(1),
+            parts: vec![(1, vec![write(&y, 0, "first")])],
+        },
+    );
+    let mut blind = write(&y, 0, "blind");
+    blind.blind = true;
+    net.submit(
+        0,
+        &Cmd::Commit {
+            id: id(2),
+            parts: vec![(0, vec![read(&x, 0)]), (1, vec![blind])],
+        },
+    );
+    net.settle();
+    let d = net.buckets[0].decided(&id(2)).unwrap().clone();
+    assert_eq!(d.outcome, Outcome::Committed);
+    assert_eq!(
+        d.versions,
+        vec![0, 2],
+        "x read at 0, y installed at 2 over the other write's 1"
+    );
+    assert_eq!(net.buckets[1].read(&y), (Some(Bytes::from("blind")), 2));
+    // A blind read is refused.
+    let mut r = read(&x, 0);
+    r.blind = true;
+    assert!(matches!(
+        net.submit(
+            0,
+            &Cmd::Commit {
+                id: id(3),
+                parts: vec![(0, vec![r])]
+            }
+        ),
+        Reply::Refused(_)
+    ));
+}

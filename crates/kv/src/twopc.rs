@@ -119,6 +119,7 @@ impl Bucket {
                     outcome: Outcome::Aborted,
                     reason: WHY.into(),
                     version: 0,
+                    versions: Vec::new(),
                 },
             );
         }
@@ -141,9 +142,10 @@ impl Bucket {
         let wrong = buckets.first() != Some(&from)
             || !buckets.contains(&self.me)
             || ops.is_empty()
-            || ops
-                .iter()
-                .any(|op| crate::route::bucket_of(&op.key, self.buckets) != self.me || op.blind);
+            || ops.iter().any(|op| {
+                crate::route::bucket_of(&op.key, self.buckets) != self.me
+                    || (op.blind && !op.writes())
+            });
         if wrong {
             self.channels.send(
                 self.me,
@@ -152,6 +154,7 @@ impl Bucket {
                     id,
                     yes: false,
                     reason: "malformed part".into(),
+                    versions: Vec::new(),
                 },
                 emit,
             );
@@ -169,7 +172,8 @@ impl Bucket {
     }
 
     /// Why `ops` would fail validation now, if they would (exact version equality for every
-    /// read, write and delete; a blind write validates nothing).
+    /// read, write and delete the transaction observed; a blind write, of a key the transaction
+    /// did not read, validates nothing: it only needs its lock, since it depends on no value).
     fn stale(&self, ops: &[Op]) -> Option<String> {
         ops.iter()
             .find(|op| !op.blind && self.version(&op.key) != op.version)
@@ -195,6 +199,12 @@ impl Bucket {
         if blockers.is_empty() {
             let ops = p.ops.clone();
             self.locks.acquire(id, &ops);
+            // The versions the ops will have if the transaction commits: fixed now, since the
+            // locks keep every other writer out until the decision.
+            let versions: Vec<u64> = ops
+                .iter()
+                .map(|op| self.version(&op.key) + op.writes() as u64)
+                .collect();
             if p.single() {
                 // Validation, writes and outcome in one log entry.
                 let p = self.parts.remove(&id).expect("present");
@@ -209,13 +219,14 @@ impl Bucket {
                         outcome: Outcome::Committed,
                         reason: String::new(),
                         version,
+                        versions,
                     },
                 );
                 return;
             }
             self.parts.get_mut(&id).expect("present").state = PartState::Prepared;
             let coordinator = self.parts[&id].coordinator();
-            self.vote(id, coordinator, true, String::new(), emit);
+            self.vote(id, coordinator, true, String::new(), versions, emit);
             return;
         }
         let ops = p.ops.clone();
@@ -249,11 +260,12 @@ impl Bucket {
                     outcome: Outcome::Aborted,
                     reason,
                     version,
+                    versions: Vec::new(),
                 },
             );
         } else {
             // Nothing of this part remains here: the decision can only be abort.
-            self.vote(id, p.coordinator(), false, reason, emit);
+            self.vote(id, p.coordinator(), false, reason, Vec::new(), emit);
         }
     }
 
@@ -264,13 +276,19 @@ impl Bucket {
         coordinator: u32,
         yes: bool,
         reason: String,
+        versions: Vec<u64>,
         emit: &mut Vec<Out>,
     ) {
         if coordinator == self.me {
-            self.on_vote(id, self.me, yes, reason, emit);
+            self.on_vote(id, self.me, yes, reason, versions, emit);
         } else {
-            self.channels
-                .send(self.me, coordinator, Msg::Vote { id, yes, reason }, emit);
+            let vote = Msg::Vote {
+                id,
+                yes,
+                reason,
+                versions,
+            };
+            self.channels.send(self.me, coordinator, vote, emit);
         }
     }
 
@@ -281,6 +299,7 @@ impl Bucket {
         from: u32,
         yes: bool,
         reason: String,
+        versions: Vec<u64>,
         emit: &mut Vec<Out>,
     ) {
         let Some(c) = self.coord.get_mut(&id) else {
@@ -294,7 +313,7 @@ impl Bucket {
             self.decide(id, false, reason, emit);
             return;
         }
-        c.yes.insert(from);
+        c.yes.insert(from, versions);
         if c.yes.len() == c.buckets.len() {
             self.decide(id, true, String::new(), emit);
         }
@@ -312,6 +331,15 @@ impl Bucket {
                 .send(self.me, b, Msg::Decision { id, commit }, emit);
         }
         self.on_decision(id, commit);
+        // Every vote is in when it commits: the versions of all parts, in bucket order.
+        let versions = if commit {
+            c.buckets
+                .iter()
+                .flat_map(|b| c.yes[b].iter().copied())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let outcome = if commit {
             Outcome::Committed
         } else {
@@ -323,6 +351,7 @@ impl Bucket {
                 outcome,
                 reason,
                 version: 0,
+                versions,
             },
         );
     }
@@ -367,7 +396,7 @@ impl Bucket {
         let Some(c) = self.coord.get_mut(&t) else {
             return; // decided: the decision will free the locks
         };
-        if !c.yes.remove(&from) {
+        if c.yes.remove(&from).is_none() {
             return;
         }
         self.stats.reverts += 1;

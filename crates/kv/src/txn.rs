@@ -114,6 +114,21 @@ pub(crate) fn get_ops(b: &mut Bytes) -> WireResult<Vec<Op>> {
     (0..n).map(|_| Op::decode(b)).collect()
 }
 
+pub(crate) fn put_u64s(b: &mut BytesMut, v: &[u64]) {
+    b.put_u32(v.len() as u32);
+    for x in v {
+        b.put_u64(*x);
+    }
+}
+
+pub(crate) fn get_u64s(b: &mut Bytes, max: usize) -> WireResult<Vec<u64>> {
+    let n = get_count(b, "list", 8)?;
+    if n > max {
+        return Err(WireError::Invalid("list too long"));
+    }
+    (0..n).map(|_| get_u64(b)).collect()
+}
+
 pub(crate) fn put_u32s(b: &mut BytesMut, v: &[u32]) {
     b.put_u32(v.len() as u32);
     for x in v {
@@ -143,6 +158,10 @@ pub struct Decided {
     pub reason: String,
     /// For a single-key operation: the key's version after it (or the current one if it failed).
     pub version: u64,
+    /// For a committed transaction: the version of each op's key once it committed (a write or
+    /// delete: the version it installed; a read: the version read), parts in bucket order. A
+    /// blind write's client learns here which version it overwrote.
+    pub versions: Vec<u64>,
 }
 
 impl Wire for Decided {
@@ -153,6 +172,7 @@ impl Wire for Decided {
         });
         put_str(b, &self.reason);
         b.put_u64(self.version);
+        put_u64s(b, &self.versions);
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         let outcome = match get_u8(b)? {
@@ -164,6 +184,7 @@ impl Wire for Decided {
             outcome,
             reason: get_string(b, "reason", 4096)?,
             version: get_u64(b)?,
+            versions: get_u64s(b, MAX_OPS)?,
         })
     }
 }
@@ -177,11 +198,13 @@ pub enum Msg {
         buckets: Vec<u32>,
         ops: Vec<Op>,
     },
-    /// To the coordinator: this bucket's local decision (replicated here before it left).
+    /// To the coordinator: this bucket's local decision (replicated here before it left), with
+    /// the versions its ops will have if the transaction commits (see [`Decided::versions`]).
     Vote {
         id: TxnId,
         yes: bool,
         reason: String,
+        versions: Vec<u64>,
     },
     /// From the coordinator: the global decision.
     Decision { id: TxnId, commit: bool },
@@ -201,11 +224,17 @@ impl Wire for Msg {
                 put_u32s(b, buckets);
                 put_ops(b, ops);
             }
-            Msg::Vote { id, yes, reason } => {
+            Msg::Vote {
+                id,
+                yes,
+                reason,
+                versions,
+            } => {
                 b.put_u8(2);
                 id.encode(b);
                 b.put_u8(*yes as u8);
                 put_str(b, reason);
+                put_u64s(b, versions);
             }
             Msg::Decision { id, commit } => {
                 b.put_u8(3);
@@ -233,6 +262,7 @@ impl Wire for Msg {
                 id: TxnId::decode(b)?,
                 yes: get_bool(b)?,
                 reason: get_string(b, "reason", 4096)?,
+                versions: get_u64s(b, MAX_OPS)?,
             },
             3 => Msg::Decision {
                 id: TxnId::decode(b)?,
