@@ -222,7 +222,12 @@ impl KvService {
         result
     }
 
-    fn commit_response(r: Result<Decided, Option<proto::Status>>) -> proto::CommitResponse {
+    /// The answer to a commit or abort; `order[i]` is the index, in the decision's versions
+    /// (parts in bucket order), of the request's op `i`.
+    fn commit_response(
+        r: Result<Decided, Option<proto::Status>>,
+        order: &[usize],
+    ) -> proto::CommitResponse {
         match r {
             Ok(d) => proto::CommitResponse {
                 status: None,
@@ -231,11 +236,17 @@ impl KvService {
                     Outcome::Aborted => proto::Outcome::Aborted,
                 } as i32,
                 reason: d.reason,
+                versions: if d.versions.len() == order.len() {
+                    order.iter().map(|&i| d.versions[i]).collect()
+                } else {
+                    Vec::new()
+                },
             },
             Err(s) => proto::CommitResponse {
                 status: s,
                 outcome: proto::Outcome::Unknown as i32,
                 reason: String::new(),
+                versions: Vec::new(),
             },
         }
     }
@@ -360,7 +371,7 @@ impl Kv for KvService {
 
     async fn commit(&self, r: Request<proto::CommitRequest>) -> Answer<proto::CommitResponse> {
         let r = r.into_inner();
-        let refuse = |s| Ok(Response::new(Self::commit_response(Err(s))));
+        let refuse = |s| Ok(Response::new(Self::commit_response(Err(s), &[])));
         if let Some(s) = self.check_view(r.view_version) {
             return refuse(Some(s));
         }
@@ -386,6 +397,8 @@ impl Kv for KvService {
         }
         let mut parts: BTreeMap<u32, Vec<Op>> = BTreeMap::new();
         let mut keys = BTreeSet::new();
+        // (bucket, index in its part) of each request op, to answer versions in request order.
+        let mut at = Vec::with_capacity(r.ops.len());
         for op in r.ops {
             if let Some(s) = Self::check_key(&op.key) {
                 return refuse(Some(s));
@@ -410,15 +423,27 @@ impl Kv for KvService {
                 Ok(proto::OpKind::Delete) => OpKind::Delete,
                 Err(_) => return refuse(status(proto::Error::Invalid, "unknown op kind", None)),
             };
+            if op.blind && kind == OpKind::Read {
+                return refuse(status(proto::Error::Invalid, "a blind read", None));
+            }
             let b = bucket_of(&op.key, self.buckets);
-            parts.entry(b).or_default().push(Op {
+            let part = parts.entry(b).or_default();
+            at.push((b, part.len()));
+            part.push(Op {
                 key: op.key,
                 kind,
                 version: op.version,
                 value: op.value,
-                blind: false,
+                blind: op.blind,
             });
         }
+        let mut offset = BTreeMap::new();
+        let mut total = 0;
+        for (b, ops) in &parts {
+            offset.insert(*b, total);
+            total += ops.len();
+        }
+        let order: Vec<usize> = at.iter().map(|(b, i)| offset[b] + i).collect();
         let coordinator = *parts.keys().next().expect("non-empty");
         let local = match self.local(coordinator) {
             Ok(l) => l,
@@ -430,12 +455,13 @@ impl Kv for KvService {
         };
         Ok(Response::new(Self::commit_response(
             self.decide(local, id, cmd).await,
+            &order,
         )))
     }
 
     async fn abort(&self, r: Request<proto::AbortRequest>) -> Answer<proto::CommitResponse> {
         let r = r.into_inner();
-        let refuse = |s| Ok(Response::new(Self::commit_response(Err(s))));
+        let refuse = |s| Ok(Response::new(Self::commit_response(Err(s), &[])));
         if let Some(s) = self.check_view(r.view_version) {
             return refuse(Some(s));
         }
@@ -465,6 +491,7 @@ impl Kv for KvService {
         };
         Ok(Response::new(Self::commit_response(
             self.decide(local, id, Cmd::Abort { id }).await,
+            &[],
         )))
     }
 
