@@ -97,6 +97,13 @@
 //!   version.
 //! * [`check_well_formed`]: the history itself is consistent (unique ids, replies that fit
 //!   their calls, sane times).
+//!
+//! # Transactions ([`txn`])
+//!
+//! [`txn::check`] is a separate, Elle-style checker for SconeKV's transactional key-value store:
+//! a history of [`txn::Txn`]s (reads and buffered writes with explicit per-key versions) becomes
+//! a ww/wr/rw dependency graph, whose cycles (G0, G1c, G-single, G2) and structural errors
+//! (aborted and intermediate reads, duplicate versions, mismatched values) it reports.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -105,6 +112,7 @@ mod bitset;
 mod checks;
 mod history;
 mod linearizability;
+pub mod txn;
 
 pub use checks::{check_acked_writes_survive, check_well_formed, check_zxid_monotonic, Violation};
 pub use history::{Call, FinalRead, FinalReads, History, Op, Outcome, Ret, ZnodeState};
