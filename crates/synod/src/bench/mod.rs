@@ -16,6 +16,7 @@
 //! | `compare.rs` | `bench compare`: synod against ZooKeeper and etcd, markdown and SVG |
 //! | `protocols.rs` | `bench protocols`: synod's replication protocols on real processes |
 //! | `memory.rs` | `bench memory`: resident memory with many znodes |
+//! | `kv.rs`, `kv_report.rs` | `bench kv`: YCSB transactions against SconeKV, beside the thesis |
 //! | `tests.rs` | unit tests |
 
 use anyhow::{bail, Result};
@@ -26,6 +27,8 @@ use std::time::Duration;
 mod compare;
 mod conn;
 mod cost;
+pub mod kv;
+mod kv_report;
 mod load;
 mod memory;
 mod protocols;
@@ -50,6 +53,8 @@ enum BenchCmd {
     Protocols(protocols::ProtocolArgs),
     /// Resident memory of a node holding many znodes, synod against ZooKeeper.
     Memory(memory::MemoryArgs),
+    /// YCSB workloads A, B, C and F as transactions against SconeKV (the thesis's evaluation).
+    Kv(kv::KvBenchArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -247,6 +252,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         Some(BenchCmd::Compare(c)) => rt.block_on(compare::compare(c)),
         Some(BenchCmd::Protocols(p)) => rt.block_on(protocols::protocols(p)),
         Some(BenchCmd::Memory(m)) => rt.block_on(memory::memory(m)),
+        Some(BenchCmd::Kv(k)) => rt.block_on(kv::bench(k)),
     }
 }
 

@@ -193,7 +193,8 @@ fn cluster_full(base: u16, extra: &[&str], zab: &[&str], clients: bool) -> Clust
              leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n",
         );
         for z in zab {
-            text.push_str(z);
+            // `{kv}` stands for this node's KV port, base + 40 + i.
+            text.push_str(&z.replace("{kv}", &(base + 40 + i as u16).to_string()));
             text.push('\n');
         }
         text.push_str(&format!("[peers]\n{peers}"));
