@@ -5,6 +5,9 @@
 * ``put`` and ``delete`` of a key already in the set replace its entry with a WRITE or DELETE
   that keeps the version observed earlier (coalescing: no request); otherwise one Read fetches
   the version. The value stays in the buffer.
+* ``put_blind`` and ``delete_blind`` of a key new to the set send nothing: the op is marked
+  ``blind``, so the store validates no version for it (it only waits for the key's lock). The
+  commit's answer tells the version each op left (``committed_version``).
 * ``commit`` sends one CommitRequest with every op to the master of the coordinator bucket (the
   lowest bucket index among the keys' buckets). The store commits only if every observed
   version is still current. Read-only transactions commit too: that validates their reads.
@@ -47,12 +50,16 @@ class Outcome:
 class RecordedOp:
     """One op of a recorded transaction. A key read and then written appears twice: READ (the
     value read) then WRITE or DELETE, with the version observed by the read. ``kind`` is
-    ``"READ"``, ``"WRITE"`` or ``"DELETE"``."""
+    ``"READ"``, ``"WRITE"`` or ``"DELETE"``; ``blind``: a write without a version to validate
+    (``version`` is then 0); ``installed``: for a committed write, the version it installed
+    (when the server reported it)."""
 
     key: bytes
     kind: str
     version: int
     value: Optional[bytes]
+    blind: bool = False
+    installed: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -78,11 +85,14 @@ class _Entry:
     read_value: Optional[bytes] = None
     write: Optional[str] = None  # _PUT or _DELETE
     value: bytes = b""
+    blind: bool = False  # entered the set by a blind write: no version to validate
+    committed: Optional[int] = None  # the version the commit left
 
     def op(self):
         kind = {None: pb.READ, _PUT: pb.WRITE, _DELETE: pb.DELETE}[self.write]
         value = self.value if self.write == _PUT else b""
-        return pb.Op(key=self.key, kind=kind, version=self.version, value=value)
+        blind = self.blind and self.write is not None
+        return pb.Op(key=self.key, kind=kind, version=self.version, value=value, blind=blind)
 
 
 class Txn:
@@ -162,13 +172,37 @@ class Txn:
         """Buffers a delete of ``key``, conditional on the version observed."""
         self._set(as_bytes(key), _DELETE, b"")
 
-    def _set(self, key: bytes, write: str, value: bytes) -> None:
+    def put_blind(self, key: Data, value: Data) -> None:
+        """Buffers a write without fetching the key's version: if the key is new to the
+        transaction nothing is sent, and the store validates no version for it. A key already
+        in the set is written as by ``put``."""
+        value = as_bytes(value)
+        check_value(value)
+        self._set(as_bytes(key), _PUT, value, blind=True)
+
+    def delete_blind(self, key: Data) -> None:
+        """Buffers a delete without fetching the key's version, like ``put_blind``."""
+        self._set(as_bytes(key), _DELETE, b"", blind=True)
+
+    def _set(self, key: bytes, write: str, value: bytes, blind: bool = False) -> None:
         self._check_active()
         check_key(key)
         e = self._entries.get(key)
-        if e is None:
+        if e is None and blind:
+            if len(self._entries) + 1 > MAX_TXN_OPS:
+                raise InvalidArgument(
+                    f"a transaction of {len(self._entries) + 1} keys, the limit is {MAX_TXN_OPS}"
+                )
+            e = self._entries[key] = _Entry(key=key, version=0, blind=True)
+        elif e is None:
             e, _ = self._fetch(key)
         e.write, e.value = write, value
+
+    def committed_version(self, key: Data) -> Optional[int]:
+        """After a commit, the version of ``key`` it left (installed by a write, validated by a
+        read); None before, for a key not in the set, or if the server did not report it."""
+        e = self._entries.get(as_bytes(key))
+        return e.committed if e else None
 
     def _coordinator(self, routing) -> int:
         return min(routing.bucket_of(k) for k in self._entries)
@@ -222,6 +256,9 @@ class Txn:
             self._state = "unknown"
             raise OutcomeUnknown(s.why, self.id) from None
         if resp.outcome == pb.COMMITTED:
+            if len(resp.versions) == len(self._entries):
+                for e, v in zip(self._entries.values(), resp.versions):
+                    e.committed = v
             return self._finish(Outcome(True))
         if resp.outcome == pb.ABORTED:
             return self._finish(Outcome(False, resp.reason))
@@ -249,7 +286,7 @@ class Txn:
             if e.read:
                 ops.append(RecordedOp(e.key, "READ", e.version, e.read_value))
             if e.write == _PUT:
-                ops.append(RecordedOp(e.key, "WRITE", e.version, e.value))
+                ops.append(RecordedOp(e.key, "WRITE", e.version, e.value, e.blind, e.committed))
             elif e.write == _DELETE:
-                ops.append(RecordedOp(e.key, "DELETE", e.version, None))
+                ops.append(RecordedOp(e.key, "DELETE", e.version, None, e.blind, e.committed))
         recorder(TxnRecord(self.id, outcome, ops, self._begun, time.monotonic()))

@@ -1,4 +1,4 @@
-"""Test setup: generate the gRPC stubs if they are missing, make the package importable from
+"""Test setup: generate the gRPC stubs if they are missing or older than the .proto, make the package importable from
 the checkout, and the ``kv_seeds`` fixture for tests against a real cluster (skipped unless
 SYNOD_KV_ADDR is set: ``host:port[,host:port...]`` of its KV gRPC listeners)."""
 
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-if not (ROOT / "synod_kv" / "synod_kv_pb2_grpc.py").exists():
+STUB = ROOT / "synod_kv" / "synod_kv_pb2_grpc.py"
+PROTO = ROOT.parent.parent / "proto" / "synod_kv.proto"
+if not STUB.exists() or STUB.stat().st_mtime < PROTO.stat().st_mtime:
     subprocess.run(
         ["bash", str(ROOT / "generate.sh")],
         check=True,

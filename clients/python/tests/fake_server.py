@@ -31,7 +31,7 @@ class Model:
         self.lock = threading.Lock()
         self.view = pb.View(version=1)
         self.data = {}  # key -> (value or None, version)
-        self.decided = {}  # (time, node) -> (outcome, reason)
+        self.decided = {}  # (time, node) -> (outcome, reason, versions)
         self.calls: List[Call] = []
         self.next_txn = 0
         self.commit_unavailable_after_decide = 0
@@ -100,16 +100,24 @@ class Node(pb_grpc.KvServicer):
             if refused:
                 return pb.CommitResponse(status=refused)
             if tid not in self.m.decided:
-                stale = [o for o in request.ops if self.m.current(o.key)[1] != o.version]
+                stale = [
+                    o
+                    for o in request.ops
+                    if not o.blind and self.m.current(o.key)[1] != o.version
+                ]
                 if stale:
-                    self.m.decided[tid] = (pb.ABORTED, f"version of {stale[0].key!r} changed")
+                    reason = f"version of {stale[0].key!r} changed"
+                    self.m.decided[tid] = (pb.ABORTED, reason, [])
                 else:
+                    versions = []
                     for o in request.ops:
                         if o.kind == pb.WRITE:
-                            self.m.write(o.key, o.value)
+                            versions.append(self.m.write(o.key, o.value))
                         elif o.kind == pb.DELETE:
-                            self.m.write(o.key, None)
-                    self.m.decided[tid] = (pb.COMMITTED, "")
+                            versions.append(self.m.write(o.key, None))
+                        else:
+                            versions.append(self.m.current(o.key)[1])
+                    self.m.decided[tid] = (pb.COMMITTED, "", versions)
                 if self.m.commit_unavailable_after_decide:
                     self.m.commit_unavailable_after_decide -= 1
                     return pb.CommitResponse(status=pb.Status(error=pb.UNAVAILABLE))
@@ -119,15 +127,16 @@ class Node(pb_grpc.KvServicer):
         if count:
             time.sleep(delay)
         with self.m.lock:
-            outcome, reason = self.m.decided[tid]
-            return pb.CommitResponse(outcome=outcome, reason=reason)
+            outcome, reason, versions = self.m.decided[tid]
+            return pb.CommitResponse(outcome=outcome, reason=reason, versions=versions)
 
     def Abort(self, request, context):
         tid = (request.id.time, request.id.node)
         with self.m.lock:
             self._log("Abort", txn=tid)
-            outcome, reason = self.m.decided.setdefault(tid, (pb.ABORTED, "aborted by client"))
-            return pb.CommitResponse(outcome=outcome, reason=reason)
+            decision = (pb.ABORTED, "aborted by client", [])
+            outcome, reason, versions = self.m.decided.setdefault(tid, decision)
+            return pb.CommitResponse(outcome=outcome, reason=reason, versions=versions)
 
     def _single(self, rpc, request, apply):
         with self.m.lock:

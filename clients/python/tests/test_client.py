@@ -101,6 +101,37 @@ def test_a_write_after_a_read_keeps_the_version_read(cluster, client):
     assert cluster.value(b"k") == (b"other", 3)
 
 
+def test_blind_writes_fetch_nothing_and_learn_the_versions_they_installed(cluster):
+    records = []
+    with Client(cluster.addresses, **QUICK, recorder=records.append) as client:
+        client.put("a", "1")
+        client.put("c", "1")
+        txn = client.begin()
+        cluster.take_calls()
+        txn.put_blind("a", "blind")
+        txn.delete_blind("b")
+        assert cluster.take_calls() == []
+        assert txn.get("a") == b"blind"
+        txn.get("c")
+        txn.put_blind("c", "2")  # read first: stays conditional
+        client.put("a", "2")  # no conflict with a blind write
+        cluster.take_calls()
+        assert txn.commit().committed
+        ops = cluster.take_calls()[-1].ops
+        assert [(o.kind, o.version, o.blind) for o in ops] == [
+            (pb.WRITE, 0, True),
+            (pb.DELETE, 0, True),
+            (pb.WRITE, 1, False),
+        ]
+        assert [txn.committed_version(k) for k in "abcz"] == [3, 1, 2, None]
+        assert [(o.kind, o.blind, o.installed) for o in records[-1].ops] == [
+            ("WRITE", True, 3),
+            ("DELETE", True, 1),
+            ("READ", False, None),
+            ("WRITE", False, 2),
+        ]
+
+
 def test_requests_go_to_the_master_of_the_keys_bucket(cluster, client):
     keys = key_per_bucket(cluster, 8)
     for k in keys:

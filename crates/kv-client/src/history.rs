@@ -35,10 +35,16 @@ pub struct RecordedOp {
     pub key: Bytes,
     pub kind: OpKind,
     /// The version the transaction observed (0: never written); the commit validated it.
+    /// 0, and not validated, for a blind write.
     pub version: u64,
     /// `READ`: the value read (`None`: absent or deleted). `WRITE`: the value written.
     /// `DELETE`: `None`.
     pub value: Option<Bytes>,
+    /// A `WRITE` or `DELETE` without a version to validate ([`crate::Txn::put_blind`]).
+    pub blind: bool,
+    /// `WRITE` or `DELETE` of a committed transaction: the version it installed, when the
+    /// server reported it (`CommitResponse.versions`).
+    pub installed: Option<u64>,
 }
 
 /// A finished transaction.

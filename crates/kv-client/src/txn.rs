@@ -6,6 +6,9 @@
 //! * `put` and `delete` of a key already in the set replace its entry with a `WRITE` or
 //!   `DELETE` that keeps the version observed earlier (the thesis's coalescing, no request);
 //!   otherwise one `Read` fetches the version. The value stays in the buffer.
+//! * `put_blind` and `delete_blind` of a key new to the set send nothing: the op is marked
+//!   `blind`, so the store validates no version for it (it only waits for the key's lock). The
+//!   commit's answer tells the version each write installed ([`Txn::committed_version`]).
 //! * `commit` sends one `CommitRequest` with every op to the master of the coordinator bucket,
 //!   the lowest bucket index among the keys' buckets; the coordinator forwards each other
 //!   bucket its part. The store commits only if every observed version is still current.
@@ -94,6 +97,10 @@ struct Entry {
     /// `Some(value)` if the transaction read the key from the store.
     read: Option<Option<Bytes>>,
     write: Option<Write>,
+    /// Written without a version to validate (the key entered the set by a blind write).
+    blind: bool,
+    /// After a commit: the key's version the commit left (installed by a write, read by a read).
+    committed: Option<u64>,
 }
 
 impl Entry {
@@ -108,6 +115,7 @@ impl Entry {
             kind: kind as i32,
             version: self.version,
             value,
+            blind: self.blind && self.write.is_some(),
         }
     }
 }
@@ -188,6 +196,8 @@ impl Txn {
             version: v.version,
             read: None,
             write: None,
+            blind: false,
+            committed: None,
         });
         Ok((self.entries.len() - 1, v.value))
     }
@@ -216,23 +226,63 @@ impl Txn {
     pub async fn put(&mut self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<()> {
         let value = value.into();
         check_value(&value)?;
-        self.set(key.as_ref(), Write::Put(value)).await
+        self.set(key.as_ref(), Write::Put(value), false).await
     }
 
     /// Buffers a delete of `key`, conditional like [`Txn::put`].
     pub async fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.set(key.as_ref(), Write::Delete).await
+        self.set(key.as_ref(), Write::Delete, false).await
     }
 
-    async fn set(&mut self, key: &[u8], write: Write) -> Result<()> {
+    /// Buffers a write of `value` at `key` without fetching its version: if the key is new to
+    /// the transaction, nothing is sent and the store validates no version for it (a blind
+    /// write, `Op.blind`). A key already in the set is written as by [`Txn::put`].
+    pub async fn put_blind(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl Into<Bytes>,
+    ) -> Result<()> {
+        let value = value.into();
+        check_value(&value)?;
+        self.set(key.as_ref(), Write::Put(value), true).await
+    }
+
+    /// Buffers a delete of `key` without fetching its version, like [`Txn::put_blind`].
+    pub async fn delete_blind(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.set(key.as_ref(), Write::Delete, true).await
+    }
+
+    async fn set(&mut self, key: &[u8], write: Write, blind: bool) -> Result<()> {
         self.check_active()?;
         check_key(key)?;
         let i = match self.index.get(key) {
             Some(&i) => i,
+            None if blind => {
+                check_txn_ops(self.entries.len() + 1)?;
+                let key = Bytes::copy_from_slice(key);
+                self.index.insert(key.clone(), self.entries.len());
+                self.entries.push(Entry {
+                    key,
+                    version: 0,
+                    read: None,
+                    write: None,
+                    blind: true,
+                    committed: None,
+                });
+                self.entries.len() - 1
+            }
             None => self.fetch(Bytes::copy_from_slice(key)).await?.0,
         };
         self.entries[i].write = Some(write);
         Ok(())
+    }
+
+    /// After a commit, the version of `key` it left: the version a write or delete installed,
+    /// or the version a read validated. `None` before, for a key not in the set, or if the
+    /// server did not report versions.
+    pub fn committed_version(&self, key: impl AsRef<[u8]>) -> Option<u64> {
+        let &i = self.index.get(key.as_ref())?;
+        self.entries[i].committed
     }
 
     /// The ops sent at commit, one per key.
@@ -331,7 +381,15 @@ impl Txn {
         let was_unknown = self.state == State::Unknown;
         match sent {
             Ok(resp) => match proto::Outcome::try_from(resp.outcome) {
-                Ok(proto::Outcome::Committed) => Ok(self.finish(Outcome::Committed)),
+                Ok(proto::Outcome::Committed) => {
+                    // Versions in the order of the ops sent, which is the entries' order.
+                    if resp.versions.len() == self.entries.len() {
+                        for (e, v) in self.entries.iter_mut().zip(resp.versions) {
+                            e.committed = Some(v);
+                        }
+                    }
+                    Ok(self.finish(Outcome::Committed))
+                }
                 Ok(proto::Outcome::Aborted) => Ok(self.finish(Outcome::Aborted {
                     reason: resp.reason,
                 })),
@@ -404,6 +462,8 @@ impl Txn {
                     kind: OpKind::Read,
                     version: e.version,
                     value: value.clone(),
+                    blind: false,
+                    installed: None,
                 });
             }
             let (kind, value) = match &e.write {
@@ -416,6 +476,8 @@ impl Txn {
                 kind,
                 version: e.version,
                 value,
+                blind: e.blind,
+                installed: e.committed,
             });
         }
         recorder.record(TxnRecord {

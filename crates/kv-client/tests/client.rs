@@ -124,6 +124,62 @@ async fn a_write_after_a_read_keeps_the_version_read() {
 }
 
 #[tokio::test]
+async fn blind_writes_fetch_nothing_and_learn_the_versions_they_installed() {
+    let cluster = Cluster::start(3, 8).await;
+    let (tx, mut records) = tokio::sync::mpsc::unbounded_channel();
+    let config = ClientConfig {
+        recorder: Some(Recorder::channel(tx)),
+        ..quick()
+    };
+    let client = Client::connect_with(&cluster.seeds(), config)
+        .await
+        .unwrap();
+    client.put("a", "1").await.unwrap();
+    client.put("c", "1").await.unwrap();
+    let mut txn = client.begin().await.unwrap();
+    cluster.take_calls();
+    txn.put_blind("a", "blind").await.unwrap();
+    txn.delete_blind("b").await.unwrap();
+    assert!(cluster.take_calls().is_empty(), "no Read for a blind write");
+    assert_eq!(txn.get("a").await.unwrap(), Some(Bytes::from("blind")));
+    // A key read first stays conditional on the version read.
+    txn.get("c").await.unwrap();
+    txn.put_blind("c", "2").await.unwrap();
+    client.put("a", "2").await.unwrap(); // a blind write does not conflict with it
+    cluster.take_calls();
+    assert_eq!(txn.commit().await.unwrap(), Outcome::Committed);
+    let ops = cluster.take_calls().pop().unwrap().ops;
+    let sent: Vec<_> = ops.iter().map(|o| (o.kind, o.version, o.blind)).collect();
+    assert_eq!(
+        sent,
+        [
+            (OpKind::Write as i32, 0, true),
+            (OpKind::Delete as i32, 0, true),
+            (OpKind::Write as i32, 1, false),
+        ]
+    );
+    assert_eq!(txn.committed_version("a"), Some(3));
+    assert_eq!(txn.committed_version("b"), Some(1));
+    assert_eq!(txn.committed_version("c"), Some(2));
+    assert_eq!(txn.committed_version("z"), None);
+    let r = records.try_recv().unwrap();
+    let recorded: Vec<_> = r
+        .ops
+        .iter()
+        .map(|o| (o.kind, o.blind, o.installed))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (OpKind::Write, true, Some(3)),
+            (OpKind::Delete, true, Some(1)),
+            (OpKind::Read, false, None),
+            (OpKind::Write, false, Some(2)),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn requests_go_to_the_master_of_the_keys_bucket() {
     let (cluster, client) = setup(3, 8).await;
     let keys = key_per_bucket(&cluster, 8);

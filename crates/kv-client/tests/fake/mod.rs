@@ -31,7 +31,8 @@ pub struct Model {
     pub view: View,
     /// key → (value, version); a deleted key keeps its version with no value.
     pub data: HashMap<Bytes, (Option<Bytes>, u64)>,
-    pub decided: HashMap<(u64, u64), (Outcome, String)>,
+    /// Decisions by id: outcome, reason, the versions the ops left (committed only).
+    pub decided: HashMap<(u64, u64), (Outcome, String, Vec<u64>)>,
     pub calls: Vec<Call>,
     pub next_txn: u64,
     /// Commits still to answer UNAVAILABLE after deciding (a deadline passed after the decision).
@@ -159,22 +160,26 @@ impl Kv for Node {
             }
             let key = (id.time, id.node);
             if !m.decided.contains_key(&key) {
-                let stale = req.ops.iter().find(|o| m.current(&o.key).1 != o.version);
+                let stale = req
+                    .ops
+                    .iter()
+                    .find(|o| !o.blind && m.current(&o.key).1 != o.version);
                 let decision = match stale {
-                    Some(o) => (Outcome::Aborted, format!("version of {:?} changed", o.key)),
+                    Some(o) => (
+                        Outcome::Aborted,
+                        format!("version of {:?} changed", o.key),
+                        vec![],
+                    ),
                     None => {
+                        let mut versions = vec![];
                         for o in &req.ops {
-                            match OpKind::try_from(o.kind).unwrap() {
-                                OpKind::Read => {}
-                                OpKind::Write => {
-                                    m.write(&o.key, Some(o.value.clone()));
-                                }
-                                OpKind::Delete => {
-                                    m.write(&o.key, None);
-                                }
-                            }
+                            versions.push(match OpKind::try_from(o.kind).unwrap() {
+                                OpKind::Read => m.current(&o.key).1,
+                                OpKind::Write => m.write(&o.key, Some(o.value.clone())),
+                                OpKind::Delete => m.write(&o.key, None),
+                            });
                         }
-                        (Outcome::Committed, String::new())
+                        (Outcome::Committed, String::new(), versions)
                     }
                 };
                 m.decided.insert(key, decision);
@@ -202,11 +207,12 @@ impl Kv for Node {
             tokio::time::sleep(d).await;
         }
         let m = self.model.lock().unwrap();
-        let (outcome, reason) = m.decided[&(id.time, id.node)].clone();
+        let (outcome, reason, versions) = m.decided[&(id.time, id.node)].clone();
         Ok(Response::new(CommitResponse {
             status: None,
             outcome: outcome as i32,
             reason,
+            versions,
         }))
     }
 
@@ -215,15 +221,16 @@ impl Kv for Node {
         let id = req.id.unwrap();
         self.log("Abort", None, Some(&id), &[]);
         let mut m = self.model.lock().unwrap();
-        let (outcome, reason) = m
+        let (outcome, reason, versions) = m
             .decided
             .entry((id.time, id.node))
-            .or_insert((Outcome::Aborted, "aborted by client".into()))
+            .or_insert((Outcome::Aborted, "aborted by client".into(), vec![]))
             .clone();
         Ok(Response::new(CommitResponse {
             status: None,
             outcome: outcome as i32,
             reason,
+            versions,
         }))
     }
 
