@@ -12,6 +12,9 @@ use synod_core::wire::{
 pub const MAX_KEY_BYTES: usize = 4096;
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
 pub const MAX_OPS: usize = 1024;
+/// Most bytes of keys and values in one transaction (a commit is one log entry of its
+/// coordinator bucket).
+pub const MAX_TXN_BYTES: usize = 16 << 20;
 /// Most buckets one transaction may touch.
 pub const MAX_BUCKETS: usize = 1024;
 

@@ -134,7 +134,12 @@ pub(crate) fn build(
             };
             let ops = recovery.groups.remove(&id).unwrap_or_default();
             let retain_us = cfg.kv.retain_ms * 1_000;
-            let machine = KvMachine::new(b, cfg.kv.buckets, cfg.kv.group_base, retain_us);
+            let mut machine = KvMachine::new(b, cfg.kv.buckets, cfg.kv.group_base, retain_us);
+            match cfg.debug_bug.as_str() {
+                "kv-skip-read-validation" => machine.bucket_mut().plant_skip_read_validation(),
+                "kv-reset-on-delete" => machine.bucket_mut().plant_reset_on_delete(),
+                _ => {}
+            }
             let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
             built.kv.insert(b, served);
         }

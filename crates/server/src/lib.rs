@@ -163,7 +163,10 @@ pub async fn run(mut cfg: Config) -> Result<()> {
             let service = kv::KvService::new(cfg.node_id, &cfg.kv, &nodes, local);
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
             let server = tonic::transport::Server::builder()
-                .add_service(synod_kv_client::proto::kv_server::KvServer::new(service))
+                .add_service(
+                    synod_kv_client::proto::kv_server::KvServer::new(service)
+                        .max_decoding_message_size(2 * synod_kv::txn::MAX_TXN_BYTES),
+                )
                 .serve_with_incoming(incoming);
             Some(tokio::spawn(async move {
                 if let Err(e) = server.await {

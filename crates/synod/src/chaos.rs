@@ -33,56 +33,61 @@ use crate::zkclient::{SessionId, ZkSession};
 pub struct ChaosArgs {
     /// Replicas.
     #[arg(long, default_value_t = 3)]
-    nodes: u32,
+    pub(crate) nodes: u32,
     /// Time under faults (clients run throughout).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    duration: Duration,
+    pub(crate) duration: Duration,
     /// Fault kinds: kill, pause, partition, restart (comma-separated), or none.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "kill,pause,partition,restart"
     )]
-    faults: Vec<String>,
+    pub(crate) faults: Vec<String>,
     /// Replication protocol of the cluster: zab, a Zab variant (zab-ct, zab-aa, …), PFT
     /// Multi-Paxos (paxos, paxos-mbq, paxos-none), or mencius.
     #[arg(long, default_value = "zab")]
-    protocol: String,
+    pub(crate) protocol: String,
     /// Seed of the fault schedule and of the clients' choices (random if not given; printed
     /// either way, and the same seed replays the same schedule).
     #[arg(long)]
-    seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Concurrent client sessions.
     #[arg(long, default_value_t = 6)]
-    clients: usize,
+    pub(crate) clients: usize,
     /// Znodes the clients work on.
     #[arg(long, default_value_t = 3)]
-    keys: usize,
+    pub(crate) keys: usize,
     /// Pause between two operations of one client.
     #[arg(long, default_value = "2ms", value_parser = parse_duration)]
-    think: Duration,
+    pub(crate) think: Duration,
     /// Client session timeout (pauses last longer than this).
     #[arg(long, default_value_t = 3000)]
-    session_timeout_ms: i32,
-    /// A planted server bug, to prove the harness catches it: stale-sync.
+    pub(crate) session_timeout_ms: i32,
+    /// A planted server bug, to prove the harness catches it: stale-sync (with --kv:
+    /// kv-skip-read-validation or kv-reset-on-delete).
     #[arg(long)]
-    bug: Option<String>,
+    pub(crate) bug: Option<String>,
     /// Configuration overrides for every server (`--set key=value`, repeatable), e.g.
     /// `--set log_level=info` to keep the view changes in the nodes' logs.
     #[arg(long = "set", value_name = "KEY=VALUE")]
-    sets: Vec<String>,
+    pub(crate) sets: Vec<String>,
     /// Directory for the history (written when a check fails, or always with --keep).
     #[arg(long, default_value = "target/chaos")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Write the history even when every check passes.
     #[arg(long)]
-    keep: bool,
+    pub(crate) keep: bool,
     /// First port (client BASE+i, peer BASE+700+i, admin BASE+800+i).
     #[arg(long, default_value_t = 25000)]
-    base_port: u16,
+    pub(crate) base_port: u16,
     /// Check a recorded history file instead of running a cluster.
     #[arg(long)]
-    check: Option<PathBuf>,
+    pub(crate) check: Option<PathBuf>,
+    /// Run against SconeKV's transactional store instead of the ZooKeeper API (chaos_kv.rs):
+    /// transactions on `--keys` keys over 3 buckets, checked for serializability.
+    #[arg(long)]
+    pub(crate) kv: bool,
 }
 
 const OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -93,7 +98,7 @@ fn key_path(k: usize) -> String {
 
 /// Monotonic nanoseconds since the start of the run.
 #[derive(Clone, Copy)]
-struct Clock(Instant);
+pub(crate) struct Clock(pub(crate) Instant);
 impl Clock {
     fn ns(&self) -> u64 {
         self.0.elapsed().as_nanos() as u64
@@ -135,6 +140,9 @@ pub fn run(args: ChaosArgs) -> Result<i32> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if args.kv {
+        return rt.block_on(crate::chaos_kv::chaos_kv(args, seed));
+    }
     rt.block_on(chaos(args, seed))
 }
 
@@ -166,7 +174,7 @@ fn cut(cl: &Cluster, i: u32, peers: &[u32]) -> Result<()> {
 }
 
 /// What the nemesis did, for the record.
-type Events = Arc<Mutex<Vec<(u64, String)>>>;
+pub(crate) type Events = Arc<Mutex<Vec<(u64, String)>>>;
 
 fn note(events: &Events, clock: Clock, what: String) {
     println!("  [{:>7.2}s] {what}", clock.ns() as f64 / 1e9);
@@ -174,7 +182,7 @@ fn note(events: &Events, clock: Clock, what: String) {
 }
 
 /// The fault schedule: run until `stop`, then heal everything.
-fn nemesis(
+pub(crate) fn nemesis(
     cl: Arc<Mutex<Cluster>>,
     faults: Vec<String>,
     seed: u64,

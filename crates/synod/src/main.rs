@@ -2,6 +2,7 @@
 
 mod bench;
 mod chaos;
+mod chaos_kv;
 mod cli;
 mod dev;
 mod experiment;

@@ -57,7 +57,9 @@ pub struct Config {
     /// A deliberately planted bug, to prove the chaos harness catches one (needs
     /// fault_injection): `stale-sync` answers `sync` locally instead of ordering it through the
     /// leader and keeps serving without a leader, so a partitioned server serves stale reads
-    /// after a sync.
+    /// after a sync; `kv-skip-read-validation` commits SconeKV transactions without validating
+    /// what they read; `kv-reset-on-delete` resets a key's version on delete (the thesis
+    /// prototype's ABA).
     #[serde(default)]
     pub debug_bug: String,
     /// tracing filter, e.g. `info` or `synod_server=debug,info`.
@@ -321,9 +323,12 @@ impl Config {
         }
         let members_n = self.peers.len();
         check_protocol("protocol", &self.protocol, members_n)?;
-        if !matches!(self.debug_bug.as_str(), "" | "stale-sync") {
+        if !matches!(
+            self.debug_bug.as_str(),
+            "" | "stale-sync" | "kv-skip-read-validation" | "kv-reset-on-delete"
+        ) {
             bail!(
-                "config key debug_bug: '{}' (expected stale-sync or nothing)",
+                "config key debug_bug: '{}' (expected stale-sync, kv-skip-read-validation, kv-reset-on-delete or nothing)",
                 self.debug_bug
             );
         }

@@ -38,6 +38,11 @@ impl KvMachine {
         &self.bucket
     }
 
+    /// For planting a bug (`debug_bug`, fault injection only).
+    pub fn bucket_mut(&mut self) -> &mut Bucket {
+        &mut self.bucket
+    }
+
     /// Be told the decision of `id` when it is applied here (at once if it already was).
     pub fn wait(&mut self, id: TxnId) -> Result<oneshot::Receiver<Decided>, &'static str> {
         let (tx, rx) = oneshot::channel();

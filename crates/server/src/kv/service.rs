@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use synod_core::wire::Wire;
 use synod_core::NodeId;
 use synod_kv::route::bucket_of;
-use synod_kv::txn::{MAX_KEY_BYTES, MAX_OPS, MAX_VALUE_BYTES};
+use synod_kv::txn::{MAX_KEY_BYTES, MAX_OPS, MAX_TXN_BYTES, MAX_VALUE_BYTES};
 use synod_kv::{Cmd, Decided, Op, OpKind, Outcome, Reply, TxnId};
 use synod_kv_client::proto::{self, kv_server::Kv};
 use tokio::sync::Semaphore;
@@ -309,6 +309,8 @@ fn submit_error(e: SubmitError) -> Option<proto::Status> {
     status(proto::Error::Unavailable, detail, None)
 }
 
+// tonic's trait fixes the error type (`tonic::Status`, large); the helpers below return it too.
+#[allow(clippy::result_large_err)]
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn get_view(&self, _: Request<proto::GetViewRequest>) -> Answer<proto::View> {
@@ -348,7 +350,8 @@ impl Kv for KvService {
             Err(s) => return fail(s),
         };
         let v = local.handle.view();
-        if !r.any_replica && !(v.serving() && v.leader == Some(self.me)) {
+        let master_here = v.serving() && v.leader == Some(self.me);
+        if !(r.any_replica || master_here) {
             return fail(status(
                 proto::Error::NotMaster,
                 format!("node {} is not the master of bucket {b}", self.me),
@@ -392,6 +395,14 @@ impl Kv for KvService {
             return refuse(status(
                 proto::Error::TooLarge,
                 format!("more than {MAX_OPS} keys in one transaction"),
+                None,
+            ));
+        }
+        let bytes: usize = r.ops.iter().map(|o| o.key.len() + o.value.len()).sum();
+        if bytes > MAX_TXN_BYTES {
+            return refuse(status(
+                proto::Error::TooLarge,
+                format!("more than {MAX_TXN_BYTES} bytes of keys and values in one transaction"),
                 None,
             ));
         }
