@@ -13,6 +13,7 @@ pub mod bucket;
 pub mod channel;
 pub mod locks;
 pub mod route;
+pub mod sim;
 pub mod twopc;
 pub mod txn;
 

@@ -54,9 +54,9 @@ pub struct SimArgs {
     /// Print the event trace of the run (with --seed).
     #[arg(long, requires = "seed")]
     trace: bool,
-    /// Closed-loop clients.
-    #[arg(long, default_value_t = 6)]
-    clients: usize,
+    /// Closed-loop clients (default 6; 8 with --kv).
+    #[arg(long)]
+    clients: Option<usize>,
     /// Pause between a client's reply and its next command, in microseconds.
     #[arg(long, default_value_t = 5_000)]
     think_us: u64,
@@ -78,12 +78,13 @@ pub struct SimArgs {
     /// Most commands a replica hands its core in one batch (1: no batching).
     #[arg(long, default_value_t = 512)]
     batch: usize,
-    /// Length of the fault phase in milliseconds of virtual time.
-    #[arg(long, default_value_t = 4_000)]
-    window_ms: u64,
-    /// Most faults drawn per run (1..=N of them).
-    #[arg(long, default_value_t = 8)]
-    max_faults: usize,
+    /// Length of the fault phase in milliseconds of virtual time (default 4000; 3000 with
+    /// --kv).
+    #[arg(long)]
+    window_ms: Option<u64>,
+    /// Most faults drawn per run, 1..=N of them (default 8; 6 with --kv).
+    #[arg(long)]
+    max_faults: Option<usize>,
     /// Longest fault, in milliseconds.
     #[arg(long, default_value_t = 1_500)]
     max_fault_ms: u64,
@@ -102,6 +103,28 @@ pub struct SimArgs {
     /// Worker threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Simulate SconeKV's transaction layer instead of a protocol: buckets whose masters fail
+    /// over, 2PC between them, closed-loop transactional clients, and the serializability
+    /// checker on every seed (synod_kv::sim). Uses --seeds/--seed, --clients, --faults
+    /// (none, or anything else for all), --window-ms, --max-faults, --threads.
+    #[arg(long)]
+    kv: bool,
+    /// With --kv: buckets.
+    #[arg(long, default_value_t = 3)]
+    buckets: u32,
+    /// With --kv: keys (few, so that transactions contend).
+    #[arg(long, default_value_t = 12)]
+    keys: u32,
+    /// With --kv: transactions per client.
+    #[arg(long, default_value_t = 60)]
+    txns: usize,
+    /// With --kv: Zipf exponent of the key choice (0: uniform).
+    #[arg(long, default_value_t = 0.0)]
+    zipf: f64,
+    /// With --kv: plant a bug in every bucket to see the checker catch it
+    /// (reset-on-delete, skip-read-validation).
+    #[arg(long)]
+    plant: Option<String>,
 }
 
 fn parse_cost(s: &str) -> Result<CostModel> {
@@ -142,6 +165,9 @@ fn parse_range(s: &str) -> Result<std::ops::Range<u64>> {
 }
 
 pub fn run(args: SimArgs) -> Result<i32> {
+    if args.kv {
+        return kv::run(&args);
+    }
     if let Some(e) = &args.experiment {
         if e == "pft" {
             crate::experiment::pft::pft_experiment(args.quick)?;
@@ -180,7 +206,7 @@ pub fn run(args: SimArgs) -> Result<i32> {
     let faults: FaultSet = args.faults.parse().map_err(anyhow::Error::msg)?;
     let mut cfg = SimConfig::new(args.nodes, 0, ());
     cfg.faults = faults;
-    cfg.workload.clients = args.clients;
+    cfg.workload.clients = args.clients.unwrap_or(6);
     cfg.workload.think_us = args.think_us;
     cfg.workload.think_max_us = args.think_max_us;
     if args.round_robin && args.pipeline > 1 {
@@ -200,9 +226,9 @@ pub fn run(args: SimArgs) -> Result<i32> {
         bail!("--batch must be at least 1");
     }
     cfg.batch_commands = args.batch;
-    cfg.fault_window_us = args.window_ms * 1_000;
+    cfg.fault_window_us = args.window_ms.unwrap_or(4_000) * 1_000;
     cfg.stay_down = args.stay_down;
-    cfg.max_faults = args.max_faults;
+    cfg.max_faults = args.max_faults.unwrap_or(8);
     cfg.max_fault_us = args.max_fault_ms * 1_000;
     cfg.cost = parse_cost(&args.cost)?;
     cfg.net = match args.network.as_str() {
@@ -376,13 +402,13 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
              --restart-check {} --think-max-us {} --write-ratio {}{}",
             a.faults,
             a.groups,
-            a.clients,
+            a.clients.unwrap_or(6),
             a.think_us,
             a.payload,
             a.pipeline,
             a.batch,
-            a.window_ms,
-            a.max_faults,
+            a.window_ms.unwrap_or(4_000),
+            a.max_faults.unwrap_or(8),
             a.max_fault_ms,
             a.stay_down,
             a.cost,
@@ -401,5 +427,123 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
                 a.protocol, a.nodes
             );
         }
+    }
+}
+
+/// `synod sim --kv`: sweep seeds of the transaction layer's simulator.
+mod kv {
+    use super::{parse_range, SimArgs};
+    use anyhow::{bail, Result};
+    use std::time::Instant;
+    use synod_kv::sim::{self, KvSimConfig, Plant};
+
+    pub fn run(a: &SimArgs) -> Result<i32> {
+        let mut cfg = KvSimConfig::default();
+        if !(1..=64).contains(&a.buckets) {
+            bail!("--buckets must be between 1 and 64");
+        }
+        cfg.buckets = a.buckets;
+        if !(1..=100_000).contains(&a.keys) {
+            bail!("--keys must be between 1 and 100000");
+        }
+        cfg.workload.keys = a.keys;
+        let clients = a.clients.unwrap_or(8);
+        if !(1..=1024).contains(&clients) {
+            bail!("--clients must be between 1 and 1024");
+        }
+        cfg.workload.clients = clients as u32;
+        cfg.workload.txns = a.txns;
+        if !(0.0..=5.0).contains(&a.zipf) {
+            bail!("--zipf must be between 0 and 5");
+        }
+        cfg.workload.zipf = a.zipf;
+        cfg.faults = a.faults != "none";
+        cfg.window_us = a.window_ms.unwrap_or(3_000) * 1_000;
+        cfg.max_faults = a.max_faults.unwrap_or(6).max(1);
+        cfg.plant = match a.plant.as_deref() {
+            None | Some("none") => Plant::None,
+            Some("reset-on-delete") => Plant::ResetOnDelete,
+            Some("skip-read-validation") => Plant::SkipReadValidation,
+            Some(p) => bail!("--plant {p}: known are reset-on-delete, skip-read-validation"),
+        };
+        let seeds = match a.seed {
+            Some(s) => s..s + 1,
+            None => parse_range(&a.seeds)?,
+        };
+        let threads = a
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        // A panic inside a bucket is reported with its seed (the run catches it): keep the
+        // default hook from printing every one of them.
+        std::panic::set_hook(Box::new(|_| {}));
+        let started = Instant::now();
+        let r = match a.seed {
+            Some(seed) => {
+                let one = sim::run(&KvSimConfig {
+                    seed,
+                    trace: a.trace,
+                    ..cfg.clone()
+                });
+                for line in &one.trace {
+                    println!("{line}");
+                }
+                let mut r = sim::KvSweep::default();
+                r.add(one);
+                r
+            }
+            None => sim::sweep_threads(&cfg, seeds.clone(), threads),
+        };
+        let wall = started.elapsed().as_secs_f64();
+        println!(
+            "synod sim --kv: {} buckets, {} clients x {} txns, {} keys (zipf {}), seeds {}..{}, \
+             faults {}{}",
+            cfg.buckets,
+            clients,
+            cfg.workload.txns,
+            cfg.workload.keys,
+            cfg.workload.zipf,
+            seeds.start,
+            seeds.end,
+            if cfg.faults { "on" } else { "off" },
+            match cfg.plant {
+                Plant::None => String::new(),
+                p => format!(", planted {p:?}"),
+            }
+        );
+        for f in &r.failures {
+            println!("  seed {}: {}", f.seed, f.summary());
+            if a.seed.is_some() {
+                for x in f.anomalies.iter().chain(&f.violations) {
+                    println!("    {x}");
+                }
+            }
+        }
+        let t = &r.total;
+        println!(
+            "total: {} runs, {} failing; {} (virtual time); {:.1} s wall",
+            t.runs,
+            r.failures.len(),
+            t.summary(),
+            wall
+        );
+        if let Some(f) = r.failures.first() {
+            println!(
+                "reproduce: synod sim --kv --buckets {} --clients {} --keys {} --txns {} --zipf {} \
+                 --faults {} --window-ms {} --max-faults {}{} --seed {} --trace",
+                cfg.buckets,
+                clients,
+                cfg.workload.keys,
+                cfg.workload.txns,
+                cfg.workload.zipf,
+                if cfg.faults { "all" } else { "none" },
+                cfg.window_us / 1_000,
+                cfg.max_faults,
+                a.plant
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(" --plant {p}")),
+                f.seed
+            );
+        }
+        Ok(if r.ok() { 0 } else { 1 })
     }
 }
