@@ -88,6 +88,9 @@ pub struct Bucket {
     pub(crate) parts: BTreeMap<TxnId, Part>,
     pub(crate) coord: BTreeMap<TxnId, Coord>,
     pub(crate) decided: BTreeMap<TxnId, Decided>,
+    /// Commits decided here whose decision some participant has not acknowledged yet: per
+    /// participant, the number of the decision message.
+    pub(crate) settling: BTreeMap<TxnId, BTreeMap<u32, u64>>,
     /// Prepared transactions whose revert this bucket asked for (asked once per preparation).
     pub(crate) revert_asked: BTreeSet<TxnId>,
     pub(crate) channels: Channels,
@@ -120,6 +123,7 @@ impl Bucket {
             parts: BTreeMap::new(),
             coord: BTreeMap::new(),
             decided: BTreeMap::new(),
+            settling: BTreeMap::new(),
             revert_asked: BTreeSet::new(),
             channels: Channels::default(),
             locks: Locks::default(),
@@ -166,8 +170,12 @@ impl Bucket {
     }
 
     /// The outcome of a transaction this bucket coordinated, if decided and still retained.
+    /// A commit is answered only once every participant has applied it (acknowledged the
+    /// decision), so that a client's next read, at any bucket, sees its writes.
     pub fn decided(&self, id: &TxnId) -> Option<&Decided> {
-        self.decided.get(id)
+        self.decided
+            .get(id)
+            .filter(|_| !self.settling.contains_key(id))
     }
 
     /// The transactions decided here since the last call (the server answers their clients).
@@ -182,7 +190,31 @@ impl Bucket {
             crate::txn::Outcome::Aborted => self.stats.aborted += 1,
         }
         self.decided.insert(id, d);
-        self.announced.push(id);
+        if !self.settling.contains_key(&id) {
+            self.announced.push(id);
+        }
+    }
+
+    /// Bucket `from` applied our messages up to `upto`: forget them, and answer the commits
+    /// every participant has now applied.
+    fn acked(&mut self, from: u32, upto: u64) {
+        self.channels.acked(from, upto);
+        if self.settling.is_empty() {
+            return;
+        }
+        let mut settled = Vec::new();
+        for (id, waiting) in self.settling.iter_mut() {
+            if waiting.get(&from).is_some_and(|seq| *seq <= upto) {
+                waiting.remove(&from);
+                if waiting.is_empty() {
+                    settled.push(*id);
+                }
+            }
+        }
+        for id in settled {
+            self.settling.remove(&id);
+            self.announced.push(id);
+        }
     }
 
     pub fn stats(&self) -> Stats {
@@ -234,7 +266,7 @@ impl Bucket {
                 if from == self.me || from >= self.buckets {
                     return Reply::Refused("channel from a bucket that does not exist".into());
                 }
-                self.channels.acked(from, ack);
+                self.acked(from, ack);
                 match self.channels.arrive(from, seq) {
                     Arrival::Apply => {
                         let before = emit.iter().filter(|o| o.to == from).count();
@@ -248,7 +280,7 @@ impl Bucket {
                 Reply::Internal
             }
             Cmd::Ack { from, upto } => {
-                self.channels.acked(from, upto);
+                self.acked(from, upto);
                 Reply::Internal
             }
         };
@@ -307,6 +339,9 @@ impl Bucket {
 
     /// Install a committed write or delete.
     pub(crate) fn install(&mut self, op: &Op) {
+        if !op.writes() {
+            return;
+        }
         let current = self.version(&op.key);
         if !op.blind {
             assert_eq!(
@@ -407,6 +442,15 @@ impl Bucket {
             id.encode(&mut b);
             d.encode(&mut b);
         }
+        b.put_u32(self.settling.len() as u32);
+        for (id, waiting) in &self.settling {
+            id.encode(&mut b);
+            b.put_u32(waiting.len() as u32);
+            for (bucket, seq) in waiting {
+                b.put_u32(*bucket);
+                b.put_u64(*seq);
+            }
+        }
         b.put_u32(self.revert_asked.len() as u32);
         for id in &self.revert_asked {
             id.encode(&mut b);
@@ -479,6 +523,14 @@ impl Bucket {
         for _ in 0..get_count(b, "decided", 16)? {
             let id = TxnId::decode(b)?;
             s.decided.insert(id, Decided::decode(b)?);
+        }
+        for _ in 0..get_count(b, "settling", 20)? {
+            let id = TxnId::decode(b)?;
+            let mut waiting = BTreeMap::new();
+            for _ in 0..get_count(b, "participants", 12)? {
+                waiting.insert(get_u32(b)?, get_u64(b)?);
+            }
+            s.settling.insert(id, waiting);
         }
         for _ in 0..get_count(b, "reverts", 16)? {
             s.revert_asked.insert(TxnId::decode(b)?);

@@ -45,8 +45,8 @@ pub enum Arrival {
 }
 
 impl Channels {
-    /// Number and emit `msg` for bucket `to`.
-    pub fn send(&mut self, me: u32, to: u32, msg: Msg, emit: &mut Vec<Out>) {
+    /// Number and emit `msg` for bucket `to`; returns its number.
+    pub fn send(&mut self, me: u32, to: u32, msg: Msg, emit: &mut Vec<Out>) -> u64 {
         let o = self.out.entry(to).or_default();
         o.next += 1;
         let seq = o.next;
@@ -62,6 +62,7 @@ impl Channels {
             .to_bytes(),
         });
         o.unacked.push_back((seq, msg));
+        seq
     }
 
     /// `to` applied our messages up to `upto`: forget them.

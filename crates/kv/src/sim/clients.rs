@@ -280,7 +280,19 @@ impl Clients {
                 }
                 match reply {
                     Reply::Decided(d) => self.finish(client, Some(d.outcome), d.versions, w),
-                    Reply::Pending | Reply::Internal => {}
+                    // The coordinator holds the transaction (deciding it, or waiting for its
+                    // participants to apply a commit): it is alive, so wait on without
+                    // spending a try.
+                    Reply::Pending => {
+                        if let Some(a) = self.clients[client as usize].cur.as_mut() {
+                            a.phase = match a.phase {
+                                Phase::Commit { .. } => Phase::Commit { tries: 0 },
+                                Phase::Abort { .. } => Phase::Abort { tries: 0 },
+                                p => p,
+                            };
+                        }
+                    }
+                    Reply::Internal => {}
                     Reply::Refused(why) => {
                         self.refused.push((a.id, w.now, why));
                         self.finish(client, None, Vec::new(), w);
