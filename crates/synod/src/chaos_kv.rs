@@ -137,7 +137,7 @@ pub async fn chaos_kv(args: ChaosArgs, seed: u64) -> Result<i32> {
         args.base_port,
         None,
     )?;
-    cl.kv_port = Some(args.base_port + 900);
+    cl.kv_port = Some(args.base_port + 50);
     cl.start_all()?;
     let addrs = cl.kv_addrs();
     let records: Arc<Mutex<Vec<TxnRecord>>> = Arc::default();

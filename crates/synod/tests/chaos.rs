@@ -1,6 +1,8 @@
 //! The chaos harness on real processes, in the default test run: short runs of `synod chaos`
 //! with every fault kind must pass for zab, zab-ct, paxos and mencius, and a planted bug (sync answered locally,
-//! so a partitioned server serves stale reads) must be caught. The long runs are commands (see
+//! so a partitioned server serves stale reads) must be caught; the same for SconeKV's store
+//! (`--kv`: transactions checked for serializability), with versions that reset on delete as
+//! the planted bug. The long runs are commands (see
 //! docs/testing.md). Ports 25000–25999.
 
 use std::process::Command;
@@ -139,4 +141,75 @@ fn bad_arguments_are_refused_clearly() {
     let (code, out) = chaos(&["--faults", "meteor", "--duration", "1s"]);
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("unknown fault 'meteor'"), "{out}");
+}
+
+#[test]
+fn a_short_chaos_run_of_the_kv_store_with_every_fault_passes() {
+    // SconeKV's buckets under kills, pauses, partitions and restarts: every recorded
+    // transaction (and a final read of every key) must be serializable.
+    let (code, out) = chaos(&[
+        "--kv",
+        "--protocol",
+        "zab",
+        "--duration",
+        "15s",
+        "--faults",
+        "kill,pause,partition,restart",
+        "--keys",
+        "6",
+        "--seed",
+        "15",
+        "--base-port",
+        "25700",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("transactional check: PASS"), "{out}");
+    assert!(out.contains("final read committed"), "{out}");
+}
+
+#[test]
+fn a_short_chaos_run_of_the_kv_store_on_paxos_passes() {
+    let (code, out) = chaos(&[
+        "--kv",
+        "--protocol",
+        "paxos",
+        "--duration",
+        "12s",
+        "--faults",
+        "kill,pause,partition,restart",
+        "--keys",
+        "6",
+        "--seed",
+        "16",
+        "--base-port",
+        "25800",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("transactional check: PASS"), "{out}");
+}
+
+#[test]
+fn the_kv_harness_catches_versions_that_reset_on_delete() {
+    // The thesis prototype's ABA (sconekv.md §11.9): a delete resets the version, so a writer
+    // that read the key before the delete validates against the reborn version.
+    let (code, out) = chaos(&[
+        "--kv",
+        "--duration",
+        "15s",
+        "--faults",
+        "none",
+        "--bug",
+        "kv-reset-on-delete",
+        "--keys",
+        "6",
+        "--seed",
+        "3",
+        "--base-port",
+        "25900",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("transactional check: FAIL") || out.contains("DuplicateVersion"),
+        "{out}"
+    );
 }
