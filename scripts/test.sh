@@ -48,3 +48,19 @@ ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/release/synod" "$py/bin
 
 echo "== ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
 ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+
+echo "== SconeKV Python client: its tests, then end to end against a local store (synod dev --kv)"
+kvpy=target/kvpy
+if [ ! -x "$kvpy/bin/pytest" ]; then
+  python3 -m venv "$kvpy"
+  "$kvpy/bin/pip" install --quiet --disable-pip-version-check grpcio grpcio-tools pytest
+fi
+PYTHON="$PWD/$kvpy/bin/python" bash clients/python/generate.sh
+kvdir=$(mktemp -d)
+target/release/synod dev --kv --base-port 27000 --kv-port 27479 --data "$kvdir/data" > "$kvdir/dev.log" 2>&1 &
+kvdev=$!
+trap 'kill $kvdev 2>/dev/null || true' EXIT
+(cd clients/python && SYNOD_KV_ADDR=127.0.0.1:27479,127.0.0.1:27480,127.0.0.1:27481 \
+  "../../$kvpy/bin/pytest" -q -p no:cacheprovider tests)
+kill $kvdev 2>/dev/null || true
+wait $kvdev 2>/dev/null || true

@@ -27,4 +27,19 @@ def kv_seeds():
     addr = os.environ.get("SYNOD_KV_ADDR")
     if not addr:
         pytest.skip("SYNOD_KV_ADDR is not set (host:port,... of a running cluster)")
-    return [a.strip() for a in addr.split(",") if a.strip()]
+    seeds = [a.strip() for a in addr.split(",") if a.strip()]
+    # A cluster just started takes a few seconds to elect every bucket's master.
+    import time
+
+    from synod_kv import Client
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with Client(seeds, timeout=2.0, retries=2) as c:
+                c.put("e2e-ready", "1")
+            return seeds
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -17,3 +17,28 @@ def test_a_transaction_commits_and_its_writes_are_read_back(kv_seeds):
         assert txn.commit().committed
         assert client.get(prefix + "a") == b"1"
         assert client.get_versioned(prefix + "b").version == 1
+
+
+def test_single_key_operations_and_versions(kv_seeds):
+    key = f"e2e-{uuid.uuid4().hex}"
+    with Client(kv_seeds) as client:
+        v1 = client.put(key, "a")
+        assert client.compare_and_set(key, v1 - 1, "stale") == (False, v1)
+        done, v2 = client.compare_and_set(key, v1, "b")
+        assert done and v2 == v1 + 1
+        assert client.get(key) == b"b"
+        assert client.delete(key) == v2 + 1  # a tombstone keeps counting
+        assert client.get(key) is None
+
+
+def test_the_second_of_two_conflicting_transactions_aborts(kv_seeds):
+    key = f"e2e-{uuid.uuid4().hex}"
+    with Client(kv_seeds) as client:
+        first, second = client.begin(), client.begin()
+        first.get(key)
+        second.get(key)
+        first.put(key, "first")
+        second.put(key, "second")
+        assert first.commit().committed
+        assert not second.commit().committed
+        assert client.get(key) == b"first"
