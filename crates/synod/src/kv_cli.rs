@@ -53,6 +53,9 @@ enum KvCommand {
     /// Run a transaction script (a file, or - for standard input): `get k`, `put k v`,
     /// `del k`, `# comment`, one per line. Exit 0 committed, 1 aborted, 2 unknown or error.
     Txn { file: String },
+    /// YCSB transactions against the store (the same as `synod bench kv`; `--servers` is its
+    /// own option there: without it, a local cluster is started).
+    Bench(crate::bench::kv::KvBenchArgs),
 }
 
 /// One line of a transaction script.
@@ -95,6 +98,12 @@ fn show(value: &Option<Bytes>) -> String {
 }
 
 pub fn run(args: KvArgs) -> Result<i32> {
+    if let KvCommand::Bench(b) = args.command {
+        return tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(crate::bench::kv::bench(b));
+    }
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
@@ -168,6 +177,7 @@ async fn run_async(args: KvArgs) -> Result<i32> {
             }
         }
         KvCommand::Txn { .. } => run_txn(&client, script).await,
+        KvCommand::Bench(_) => unreachable!("handled before connecting"),
     }
 }
 
