@@ -298,6 +298,13 @@ impl KvService {
     }
 }
 
+fn txn_id(id: Option<proto::TxnId>) -> Option<TxnId> {
+    id.map(|i| TxnId {
+        time: i.time,
+        node: i.node,
+    })
+}
+
 fn submit_error(e: SubmitError) -> Option<proto::Status> {
     let detail = match e {
         SubmitError::NoLeader => "the bucket has no master right now: retry",
@@ -378,10 +385,7 @@ impl Kv for KvService {
         if let Some(s) = self.check_view(r.view_version) {
             return refuse(Some(s));
         }
-        let Some(id) = r.id.map(|i| TxnId {
-            time: i.time,
-            node: i.node,
-        }) else {
+        let Some(id) = txn_id(r.id) else {
             return refuse(status(
                 proto::Error::Invalid,
                 "a commit needs the transaction id from Begin",
@@ -476,10 +480,7 @@ impl Kv for KvService {
         if let Some(s) = self.check_view(r.view_version) {
             return refuse(Some(s));
         }
-        let Some(id) = r.id.map(|i| TxnId {
-            time: i.time,
-            node: i.node,
-        }) else {
+        let Some(id) = txn_id(r.id) else {
             return refuse(status(
                 proto::Error::Invalid,
                 "an abort needs the transaction id",
