@@ -41,6 +41,9 @@ pub struct Part {
     pub buckets: Vec<u32>,
     pub ops: Vec<Op>,
     pub state: PartState,
+    /// While queued: it asked to revert a holder, so younger transactions may not take its keys
+    /// first (`Locks::enqueue`).
+    pub claim: bool,
 }
 
 impl Part {
@@ -425,7 +428,11 @@ impl Bucket {
             id.encode(&mut b);
             put_u32s(&mut b, &p.buckets);
             put_ops(&mut b, &p.ops);
-            b.put_u8(matches!(p.state, PartState::Prepared) as u8);
+            b.put_u8(match (p.state, p.claim) {
+                (PartState::Queued, false) => 0,
+                (PartState::Prepared, _) => 1,
+                (PartState::Queued, true) => 2,
+            });
         }
         b.put_u32(self.coord.len() as u32);
         for (id, c) in &self.coord {
@@ -497,10 +504,11 @@ impl Bucket {
             if buckets.is_empty() || ops.is_empty() {
                 return Err(WireError::Invalid("kv snapshot part"));
             }
-            let state = if get_bool(b)? {
-                PartState::Prepared
-            } else {
-                PartState::Queued
+            let (state, claim) = match get_u8(b)? {
+                0 => (PartState::Queued, false),
+                1 => (PartState::Prepared, false),
+                2 => (PartState::Queued, true),
+                _ => return Err(WireError::Invalid("kv snapshot part state")),
             };
             s.parts.insert(
                 id,
@@ -508,6 +516,7 @@ impl Bucket {
                     buckets,
                     ops,
                     state,
+                    claim,
                 },
             );
         }
@@ -553,7 +562,7 @@ impl Bucket {
                     }
                     s.locks.acquire(*id, &p.ops);
                 }
-                PartState::Queued => s.locks.enqueue(*id, &p.ops),
+                PartState::Queued => s.locks.enqueue(*id, &p.ops, p.claim),
             }
         }
         Ok(s)

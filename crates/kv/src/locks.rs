@@ -6,7 +6,9 @@
 //! [`Locks::acquire`]); otherwise it waits on every one of its keys. A waiter never overtakes an
 //! older waiter that wants a conflicting mode on one of its keys: without that, a transaction
 //! whose vote was withdrawn in favour of an older one would take its locks back at once and the
-//! revert would repeat forever.
+//! revert would repeat until the older one got through. Only a waiter that claimed priority (it
+//! asked to revert a holder) holds younger ones back: an ordinary waiter does not, or one waiter
+//! stuck on a hot key would queue every younger transaction on all its other keys (a convoy).
 
 use crate::txn::{Op, TxnId};
 use bytes::Bytes;
@@ -16,8 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 struct KeyLock {
     writer: Option<TxnId>,
     readers: BTreeSet<TxnId>,
-    /// Waiting transactions and whether each wants to write this key.
-    waiters: BTreeMap<TxnId, bool>,
+    /// Waiting transactions: whether each wants to write this key, and whether it claimed
+    /// priority (asked to revert a holder).
+    waiters: BTreeMap<TxnId, (bool, bool)>,
 }
 
 impl KeyLock {
@@ -61,7 +64,10 @@ impl Locks {
             if write {
                 b.holders.extend(k.readers.iter().filter(|r| **r != id));
             }
-            if k.waiters.range(..id).any(|(_, w)| *w || write) {
+            if k.waiters
+                .range(..id)
+                .any(|(_, (w, claim))| *claim && (*w || write))
+            {
                 b.older_waiter = true;
             }
         }
@@ -95,14 +101,18 @@ impl Locks {
         }
     }
 
-    /// Wait on every key of `ops`.
-    pub fn enqueue(&mut self, id: TxnId, ops: &[Op]) {
+    /// Wait on every key of `ops`; `claim`: the transaction asked to revert a holder, so no
+    /// younger one may take these keys before it.
+    pub fn enqueue(&mut self, id: TxnId, ops: &[Op], claim: bool) {
         for op in ops {
-            self.keys
+            let w = self
+                .keys
                 .entry(op.key.clone())
                 .or_default()
                 .waiters
-                .insert(id, op.writes());
+                .entry(id)
+                .or_insert((op.writes(), false));
+            w.1 |= claim;
         }
     }
 
@@ -170,7 +180,7 @@ mod tests {
         l.acquire(id(2), &r);
         assert_eq!(l.blockers(id(3), &w).holders, [id(1), id(2)].into());
         let mut wake = BTreeSet::new();
-        l.enqueue(id(3), &w);
+        l.enqueue(id(3), &w, false);
         l.release(id(1), &r, &mut wake);
         l.release(id(2), &r, &mut wake);
         assert_eq!(wake, [id(3)].into());
@@ -180,10 +190,15 @@ mod tests {
     }
 
     #[test]
-    fn a_younger_waiter_does_not_overtake_an_older_one() {
+    fn a_younger_waiter_does_not_overtake_an_older_one_that_claimed_priority() {
         let mut l = Locks::default();
         let w = [op("x", OpKind::Write)];
-        l.enqueue(id(1), &w);
+        l.enqueue(id(1), &w, false);
+        assert!(
+            l.blockers(id(2), &w).is_empty(),
+            "an ordinary waiter blocks no one"
+        );
+        l.enqueue(id(1), &w, true);
         let b = l.blockers(id(2), &w);
         assert!(b.holders.is_empty() && b.older_waiter);
         assert!(

@@ -75,6 +75,7 @@ impl Bucket {
                 buckets,
                 ops: own,
                 state: PartState::Queued,
+                claim: false,
             },
         );
         self.local_decision(id, false, emit);
@@ -178,6 +179,7 @@ impl Bucket {
                 buckets,
                 ops,
                 state: PartState::Queued,
+                claim: false,
             },
         );
         self.local_decision(id, false, emit);
@@ -238,14 +240,21 @@ impl Bucket {
                 );
                 return;
             }
-            self.parts.get_mut(&id).expect("present").state = PartState::Prepared;
+            let p = self.parts.get_mut(&id).expect("present");
+            p.state = PartState::Prepared;
+            p.claim = false;
             let coordinator = self.parts[&id].coordinator();
             self.vote(id, coordinator, true, String::new(), versions, emit);
             return;
         }
         let ops = p.ops.clone();
-        self.locks.enqueue(id, &ops);
-        if blockers.holders.first().is_some_and(|oldest| id < *oldest) {
+        // Older than every holder: it may ask them to revert (Algorithm 2, l.11).
+        let asks = blockers.holders.first().is_some_and(|oldest| id < *oldest);
+        let p = self.parts.get_mut(&id).expect("present");
+        p.claim |= asks;
+        let claim = p.claim;
+        self.locks.enqueue(id, &ops, claim);
+        if asks {
             for t in blockers.holders {
                 let prepared = self
                     .parts
@@ -445,7 +454,7 @@ impl Bucket {
         let ops = p.ops.clone();
         self.revert_asked.remove(&t);
         self.locks.release(t, &ops, &mut self.wake);
-        self.locks.enqueue(t, &ops);
+        self.locks.enqueue(t, &ops, false);
         self.wake.insert(t);
     }
 
