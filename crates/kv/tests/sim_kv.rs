@@ -438,3 +438,68 @@ fn a_client_retrying_after_a_timeout_gets_the_same_outcome_applied_once() {
     assert_eq!(s.bucket(0).read(&key_in(0, 2, 1)).1, 1, "applied once");
     assert_eq!(s.bucket(1).read(&y).1, 1, "applied once");
 }
+
+// --- The cost model and the scaling experiment (synod_kv::sim::cost, ::scaling) ---
+
+#[test]
+fn throughput_grows_with_buckets_under_the_cost_model() {
+    use synod_kv::sim::scaling::{point, ScalingCfg};
+    let cfg = ScalingCfg::default();
+    let one = point(1, &cfg);
+    let eight = point(8, &cfg);
+    let speedup = eight.txns_per_s / one.txns_per_s;
+    assert!(
+        speedup >= 6.0,
+        "1 → 8 buckets: {speedup:.2}× ({one:?} / {eight:?})"
+    );
+    assert_eq!((one.nodes_busy, eight.nodes_busy), (3, 24));
+    // The masters' CPU per committed transaction stays within 20 %.
+    let cpu = eight.cpu_us_per_txn / one.cpu_us_per_txn;
+    assert!((0.8..=1.2).contains(&cpu), "CPU µs/txn ratio {cpu:.2}");
+    // Commands per committed transaction: NOT within 20 % of the 1-bucket point (measured
+    // 1.00 against 1.23, +23 %): one bucket has no cross-bucket transaction at all (one
+    // command each), while from 2 buckets on 5 % of them span two buckets and each costs
+    // about 4–5 more replicated commands (prepare, vote, decision, acknowledgements). What
+    // holds, and is asserted: ≤ 1.3 commands per transaction with 8 buckets, and flat
+    // (within 20 %) from 2 buckets on.
+    assert!(one.commands_per_txn < 1.02, "{one:?}");
+    assert!(eight.commands_per_txn <= 1.3, "{eight:?}");
+    let two = point(
+        2,
+        &ScalingCfg {
+            measure_us: 200_000,
+            ..cfg.clone()
+        },
+    );
+    let flat = eight.commands_per_txn / two.commands_per_txn;
+    assert!(
+        (0.8..=1.2).contains(&flat),
+        "commands/txn 2 → 8 buckets: {flat:.2}"
+    );
+}
+
+#[test]
+fn the_cost_model_keeps_runs_clean() {
+    use synod_kv::sim::cost::CostCfg;
+    use synod_kv::sim::scaling::{config, ScalingCfg};
+    let mut cfg = config(4, &ScalingCfg::default());
+    cfg.workload.clients = 24;
+    cfg.workload.keys = 400;
+    cfg.workload.txns = 20;
+    cfg.workload.single = 0.2;
+    cfg.workload.replica_reads = 0.2;
+    cfg.cost = Some(CostCfg::default());
+    // With faults and the default network too: the cost model changes only timings.
+    for faults in [false, true] {
+        let c = KvSimConfig {
+            faults,
+            net: if faults {
+                NetCfg::default()
+            } else {
+                cfg.net.clone()
+            },
+            ..cfg.clone()
+        };
+        clean(&c, 0..10);
+    }
+}

@@ -125,6 +125,13 @@ pub struct SimArgs {
     /// (reset-on-delete, skip-read-validation).
     #[arg(long)]
     plant: Option<String>,
+    /// With --kv: the scaling experiment instead of a sweep: 1, 2, 4 and 8 buckets on 24
+    /// nodes with the CPU cost model (synod_kv::sim::scaling); prints a table.
+    #[arg(long, requires = "kv")]
+    scaling: bool,
+    /// With --scaling: also write the markdown section to this file.
+    #[arg(long, requires = "scaling")]
+    out: Option<String>,
 }
 
 fn parse_cost(s: &str) -> Result<CostModel> {
@@ -433,11 +440,14 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
 /// `synod sim --kv`: sweep seeds of the transaction layer's simulator.
 mod kv {
     use super::{parse_range, SimArgs};
-    use anyhow::{bail, Result};
+    use anyhow::{bail, Context, Result};
     use std::time::Instant;
     use synod_kv::sim::{self, KvSimConfig, Plant};
 
     pub fn run(a: &SimArgs) -> Result<i32> {
+        if a.scaling {
+            return scaling(a);
+        }
         let mut cfg = KvSimConfig::default();
         if !(1..=64).contains(&a.buckets) {
             bail!("--buckets must be between 1 and 64");
@@ -545,5 +555,34 @@ mod kv {
             );
         }
         Ok(if r.ok() { 0 } else { 1 })
+    }
+
+    /// `synod sim --kv --scaling [--out FILE]`.
+    fn scaling(a: &SimArgs) -> Result<i32> {
+        use synod_kv::sim::scaling::{markdown, scaling, table, ScalingCfg};
+        let cfg = ScalingCfg::default();
+        let started = Instant::now();
+        let points = scaling(&[1, 2, 4, 8], &cfg);
+        println!(
+            "synod sim --kv --scaling: {} nodes, {} clients per bucket, {} keys, {} keys per \
+             txn, cross-bucket {}; {:.1} s wall",
+            cfg.cost.nodes,
+            cfg.clients_per_bucket,
+            cfg.keys,
+            cfg.ops,
+            cfg.cross,
+            started.elapsed().as_secs_f64()
+        );
+        print!("{}", table(&points));
+        if let Some(path) = &a.out {
+            let md = markdown(
+                &points,
+                &cfg,
+                "synod sim --kv --scaling --out docs/results/sconekv-scaling.md",
+            );
+            std::fs::write(path, md).with_context(|| format!("writing {path}"))?;
+            println!("wrote {path}");
+        }
+        Ok(0)
     }
 }

@@ -12,6 +12,7 @@
 //! Single-key operations are one-op commits: a blind put or delete, or a compare-and-set (a
 //! read, then a write of the version read).
 
+use super::scaling;
 use super::world::{ClientEvent, ReplyTo, World};
 use crate::route::bucket_of;
 use crate::txn::{Cmd, Op, OpKind, Outcome, Reply, TxnId};
@@ -53,6 +54,11 @@ pub struct Workload {
     /// Largest offset of a client's clock (transaction ids carry the client's time, and the
     /// oldest id wins a conflict).
     pub clock_skew_us: u64,
+    /// The shape of the scaling experiment ([`super::scaling`]) if `Some(p)`: every
+    /// transaction that is not a single-key operation has exactly `max_ops` distinct keys
+    /// (uniform, `zipf` ignored), spanning two buckets (half in each) with probability `p`,
+    /// else all in one bucket. `None` (the default): keys drawn independently.
+    pub cross: Option<f64>,
 }
 
 impl Default for Workload {
@@ -73,6 +79,7 @@ impl Default for Workload {
             commit_tries: 3,
             abort_tries: 2,
             clock_skew_us: 20_000,
+            cross: None,
         }
     }
 }
@@ -146,6 +153,9 @@ struct Active {
     buffer: BTreeMap<u32, Option<u64>>,
     reads: Vec<ROp>,
     phase: Phase,
+    /// With the cost model: the current read from a master has been queued there (its timer
+    /// is now the answer's arrival).
+    served: bool,
     coordinator: u32,
     buckets: usize,
     order: Vec<u32>,
@@ -171,6 +181,8 @@ pub struct Clients {
     buckets: u32,
     pub keys: Vec<Bytes>,
     cdf: Vec<f64>,
+    /// With [`Workload::cross`]: each bucket's keys.
+    by_bucket: Vec<Vec<u32>>,
     clients: Vec<Client>,
     pub records: Vec<Record>,
     /// Refusals: the transaction, when, why.
@@ -200,11 +212,16 @@ impl Clients {
                 acc
             })
             .collect();
+        let keys: Vec<Bytes> = (0..cfg.keys).map(|k| Bytes::from(key_name(k))).collect();
+        let by_bucket = cfg
+            .cross
+            .map_or(Vec::new(), |_| scaling::by_bucket(&keys, buckets));
         Clients {
             cfg: cfg.clone(),
             buckets,
-            keys: (0..cfg.keys).map(|k| Bytes::from(key_name(k))).collect(),
+            keys,
             cdf,
+            by_bucket,
             clients: (0..cfg.clients).map(|_| Client::default()).collect(),
             records: Vec::new(),
             refused: Vec::new(),
@@ -334,10 +351,19 @@ impl Clients {
                 }
             }
         } else {
-            let n = w.between((1, self.cfg.max_ops as u64));
+            let spread = (self.cfg.cross)
+                .map(|p| scaling::spread(&self.by_bucket, self.cfg.max_ops.max(1), p, w))
+                .filter(|keys| !keys.is_empty());
+            let n = match &spread {
+                Some(keys) => keys.len() as u64,
+                None => w.between((1, self.cfg.max_ops as u64)),
+            };
             let (r, wr, d) = self.cfg.mix;
-            for _ in 0..n {
-                let k = self.pick_key(w);
+            for i in 0..n as usize {
+                let k = match &spread {
+                    Some(keys) => keys[i],
+                    None => self.pick_key(w),
+                };
                 let x = w.between((0, (r + wr + d).max(1) as u64 - 1)) as u32;
                 plan.push_back(if x < r {
                     Step::Read(k)
@@ -357,6 +383,7 @@ impl Clients {
             buffer,
             reads: Vec::new(),
             phase: Phase::Commit { tries: 0 },
+            served: false,
             coordinator: 0,
             buckets: 0,
             order: Vec::new(),
@@ -409,12 +436,26 @@ impl Clients {
     fn start_read(&mut self, c: u32, key: u32, replica: bool, w: &mut World) {
         let a = self.clients[c as usize].cur.as_mut().expect("active");
         a.phase = Phase::Read { key, replica };
-        let rtt = w.between(w.net.client_net_us) + w.between(w.net.client_net_us);
+        a.served = false;
+        // With the cost model, a read from a master: until it reaches the master (read_done).
+        let back = w.cost.is_none() || replica;
+        let rtt = w.between(w.net.client_net_us) + back as u64 * w.between(w.net.client_net_us);
         self.timer(c, w, rtt);
     }
 
     fn read_done(&mut self, c: u32, key: u32, replica: bool, w: &mut World) {
         let b = self.bucket(key);
+        let a = self.clients[c as usize].cur.as_mut().expect("active");
+        if !replica && !a.served && w.nodes[b as usize].up {
+            if let Some(served) = w.serve_read(b) {
+                // The cost model: the read reached the master now, waits for its CPU, and the
+                // answer (the state when it arrives back) travels back.
+                a.served = true;
+                let back = w.between(w.net.client_net_us);
+                self.timer(c, w, served + back);
+                return;
+            }
+        }
         let Some((value, version)) = w.read(b, &self.keys[key as usize], replica) else {
             // No master answered: try again, perhaps from the replica.
             let a = self.clients[c as usize].cur.as_mut().expect("active");
@@ -422,6 +463,7 @@ impl Clients {
                 key,
                 replica: w.chance(0.5),
             };
+            a.served = false;
             let t = self.cfg.read_timeout_us;
             self.timer(c, w, t);
             return;
@@ -441,7 +483,7 @@ impl Clients {
 
     fn build_commit(&mut self, c: u32) {
         let buckets = self.buckets;
-        let keys = self.keys.clone();
+        let keys = &self.keys; // (borrowed: a clone per commit is costly with many keys)
         let a = self.clients[c as usize].cur.as_mut().expect("active");
         let mut parts: BTreeMap<u32, Vec<(u32, Op)>> = BTreeMap::new();
         let mut all: BTreeMap<u32, Op> = BTreeMap::new();

@@ -117,6 +117,7 @@ impl World {
         if self.lose() {
             return;
         }
+        self.stats.messages += 1;
         let epoch = self.nodes[from as usize].epoch;
         let d = self.between(self.net.bucket_net_us);
         let mut deliveries = if self.chance(self.net.reorder) {

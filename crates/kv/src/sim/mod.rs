@@ -33,8 +33,10 @@
 
 pub mod check;
 pub mod clients;
+pub mod cost;
 pub mod history;
 pub mod master;
+pub mod scaling;
 pub mod world;
 
 use clients::{Clients, Workload};
@@ -74,6 +76,8 @@ pub struct KvSimConfig {
     pub max_us: u64,
     /// Keep the trace of every command applied (in [`KvReport::trace`]).
     pub trace: bool,
+    /// The CPU cost model ([`cost`]): off (`None`) by default.
+    pub cost: Option<cost::CostCfg>,
 }
 
 impl Default for KvSimConfig {
@@ -91,6 +95,7 @@ impl Default for KvSimConfig {
             drain_us: 10_000_000,
             max_us: 300_000_000,
             trace: false,
+            cost: None,
         }
     }
 }
@@ -223,6 +228,7 @@ pub fn run(cfg: &KvSimConfig) -> KvReport {
 pub fn world_for(cfg: &KvSimConfig) -> World {
     let mut w = World::new(cfg.buckets, cfg.net.clone(), cfg.seed);
     w.trace = cfg.trace;
+    w.set_cost(cfg.cost.clone());
     for n in &mut w.nodes {
         match cfg.plant {
             Plant::None => {}

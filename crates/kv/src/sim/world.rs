@@ -202,6 +202,8 @@ pub struct WorldStats {
     pub restores: u64,
     pub lost: u64,
     pub duplicated: u64,
+    /// Messages a master sent to another bucket (re-sends included, stray copies not).
+    pub messages: u64,
 }
 
 pub struct World {
@@ -222,6 +224,10 @@ pub struct World {
     /// With `trace`, every command applied and every fault, in order (`log`).
     pub trace: bool,
     pub log: Vec<String>,
+    /// The CPU cost model ([`super::cost`]), off if `None`; set it with [`World::set_cost`].
+    pub cost: Option<super::cost::CostCfg>,
+    /// The nodes' CPU queues, with the cost model.
+    pub cpu: Option<super::cost::Cpu>,
     pub(super) queue: BTreeMap<(u64, u64), Ev>,
     pub(super) seq: u64,
     /// Deliveries and replies in flight (the world is quiet when none are).
@@ -260,6 +266,8 @@ impl World {
             last_up: 0,
             trace: false,
             log: Vec::new(),
+            cost: None,
+            cpu: None,
             queue: BTreeMap::new(),
             seq: 0,
             in_flight: 0,
@@ -278,6 +286,12 @@ impl World {
             w.schedule(d, Ev::Refresh { bucket: b });
         }
         w
+    }
+
+    /// Turn the CPU cost model on (or off with `None`), with idle nodes.
+    pub fn set_cost(&mut self, cost: Option<super::cost::CostCfg>) {
+        self.cpu = cost.as_ref().map(|c| super::cost::Cpu::new(c.nodes));
+        self.cost = cost;
     }
 
     /// A uniform draw in `lo..=hi`.
@@ -425,11 +439,21 @@ impl World {
                         return None; // its sender failed before it was delivered
                     }
                 }
-                let d = self.between(self.net.replicate_us);
-                let n = &mut self.nodes[to as usize];
-                if !n.up {
+                // (Drawn before looking at the master, as without the cost model it always was.)
+                let drawn = self
+                    .cost
+                    .is_none()
+                    .then(|| self.between(self.net.replicate_us));
+                if !self.nodes[to as usize].up {
                     return None;
                 }
+                let d = match drawn {
+                    Some(d) => d,
+                    None => self
+                        .commit_delay(to, &payload)
+                        .expect("the cost model is on"),
+                };
+                let n = &mut self.nodes[to as usize];
                 n.tail = n.tail.max(self.now + d);
                 n.pipeline.push_back(Submission { payload, reply_to });
                 let (after, epoch) = (n.tail - self.now, n.epoch);
