@@ -362,8 +362,10 @@ def test_pipelined_writes_get_growing_zxids(cluster, zk, base):
 def test_persistent_and_recursive_watches(cluster, zk, base):
     raw = RawZK(cluster.client_port(1))
     try:
-        # addWatch(base, PERSISTENT_RECURSIVE) and addWatch(base + "/p", PERSISTENT)
-        assert raw.call(106, jstr(base) + struct.pack("!i", 1))[0] == 0
+        # addWatch(base, PERSISTENT_RECURSIVE) and addWatch(base + "/p", PERSISTENT). The reply's
+        # body is an ErrorResponse (4 zero bytes): the Java client reads it, and an empty body
+        # made Curator's CuratorCache reconnect forever.
+        assert raw.call(106, jstr(base) + struct.pack("!i", 1)) == (0, b"\0\0\0\0")
         zk.create(base + "/p", b"")
         assert raw.call(106, jstr(base + "/p") + struct.pack("!i", 0))[0] == 0
         zk.set(base + "/p", b"1")

@@ -143,7 +143,11 @@ impl ZkMachine {
                     _ => return Ok(Reply::error(err::BAD_ARGUMENTS)),
                 };
                 self.watches.add(session, kind, &p);
-                Reply::ok(BytesMut::new())
+                // ZooKeeper answers with an ErrorResponse (err = 0): 4 zero bytes, which the
+                // Java client reads (an empty body makes it throw EOFException and reconnect).
+                let mut b = BytesMut::new();
+                b.int(err::OK);
+                Reply::ok(b)
             }
             op::CHECK_WATCHES | op::REMOVE_WATCHES => {
                 let p = r.string()?;
