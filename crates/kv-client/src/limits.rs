@@ -3,12 +3,9 @@
 
 use crate::error::{Error, Result};
 
-/// The longest key, in bytes.
-pub const MAX_KEY_BYTES: usize = 4 << 10;
-/// The longest value, in bytes.
-pub const MAX_VALUE_BYTES: usize = 1 << 20;
-/// The most keys in one transaction's read/write set.
-pub const MAX_TXN_OPS: usize = 1024;
+/// The store's own limits (`synod_kv::txn`), so client and server cannot drift apart: the
+/// longest key and value in bytes, and the most keys in one transaction's read/write set.
+pub use synod_kv::txn::{MAX_KEY_BYTES, MAX_OPS as MAX_TXN_OPS, MAX_VALUE_BYTES};
 
 /// A key must be non-empty and at most [`MAX_KEY_BYTES`].
 pub fn check_key(key: &[u8]) -> Result<()> {
