@@ -210,7 +210,7 @@ async fn kv_get(State(s): State<Arc<AdminState>>, Path(key): Path<String>) -> Re
         return (StatusCode::BAD_REQUEST, "invalid key\n").into_response();
     };
     match s.machine.lock().expect("machine").tree.get(&p) {
-        Some(n) => (StatusCode::OK, n.data.clone()).into_response(),
+        Some(n) => (StatusCode::OK, n.data.clone().unwrap_or_default()).into_response(),
         None => (StatusCode::NOT_FOUND, "no such key\n").into_response(),
     }
 }

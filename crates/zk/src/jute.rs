@@ -59,6 +59,16 @@ impl Reader {
         self.need(n)?;
         Ok(self.b.split_to(n))
     }
+    /// A buffer that may be null (length -1), as znode data is.
+    pub fn opt_buffer(&mut self) -> JResult<Option<Bytes>> {
+        let n = self.int()?;
+        if n < 0 {
+            return Ok(None);
+        }
+        let n = n as usize;
+        self.need(n)?;
+        Ok(Some(self.b.split_to(n)))
+    }
     /// A string; null reads as empty.
     pub fn string(&mut self) -> JResult<String> {
         let raw = self.buffer()?;
@@ -91,6 +101,8 @@ pub trait JuteWrite {
     fn long(&mut self, v: i64);
     fn boolean(&mut self, v: bool);
     fn buffer(&mut self, v: &[u8]);
+    /// A buffer that may be null (written with length -1).
+    fn opt_buffer(&mut self, v: Option<&[u8]>);
     fn string(&mut self, v: &str);
     fn strings(&mut self, v: &[String]);
 }
@@ -108,6 +120,12 @@ impl JuteWrite for BytesMut {
     fn buffer(&mut self, v: &[u8]) {
         self.put_i32(v.len() as i32);
         self.put_slice(v);
+    }
+    fn opt_buffer(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(v) => self.buffer(v),
+            None => self.put_i32(-1),
+        }
     }
     fn string(&mut self, v: &str) {
         self.buffer(v.as_bytes());

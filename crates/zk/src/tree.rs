@@ -48,7 +48,9 @@ impl Kind {
 
 #[derive(Clone, Debug)]
 pub struct Node {
-    pub data: Bytes,
+    /// The node's data; `None` when it was written as a null buffer (length -1), which
+    /// ZooKeeper keeps and returns as such.
+    pub data: Option<Bytes>,
     pub acl: Arc<Vec<Acl>>,
     pub stat: Stat,
     pub children: Children,
@@ -105,7 +107,7 @@ impl Node {
         let children = self.children.len() as i32;
         Stat {
             num_children: children,
-            data_length: self.data.len() as i32,
+            data_length: self.data.as_ref().map_or(0, |d| d.len() as i32),
             cversion: self.stat.cversion.wrapping_mul(2).wrapping_sub(children),
             ephemeral_owner: match self.kind() {
                 Kind::Ephemeral(s) => s,
@@ -131,7 +133,8 @@ pub struct Session {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     Created(Arc<str>),
-    Deleted(Arc<str>),
+    /// A node was removed; its ACL decides who may still hear of it.
+    Deleted(Arc<str>, Arc<Vec<Acl>>),
     DataChanged(Arc<str>),
     ChildrenChanged(Arc<str>),
 }
@@ -152,7 +155,7 @@ impl Default for Tree {
             reapable: imbl::OrdSet::new(),
         };
         let empty = |acl: Arc<Vec<Acl>>| Node {
-            data: Bytes::new(),
+            data: Some(Bytes::new()),
             acl,
             stat: Stat::default(),
             children: Children::new(),
@@ -182,7 +185,7 @@ impl Default for Tree {
 
 pub struct CreateArgs<'a> {
     pub path: &'a str,
-    pub data: Bytes,
+    pub data: Option<Bytes>,
     pub acl: &'a [Acl],
     pub flags: i32,
     pub ttl: i64,
@@ -259,7 +262,7 @@ impl Tree {
             cversion: 0,
             aversion: 0,
             ephemeral_owner: kind.owner(),
-            data_length: a.data.len() as i32,
+            data_length: a.data.as_ref().map_or(0, |d| d.len() as i32),
             num_children: 0,
             pzxid: a.zxid,
         };
@@ -345,7 +348,7 @@ impl Tree {
             }
             Kind::Persistent => {}
         }
-        changes.push(Change::Deleted(key));
+        changes.push(Change::Deleted(key, node.acl.clone()));
         changes.push(Change::ChildrenChanged(parent_path));
     }
 
@@ -353,7 +356,7 @@ impl Tree {
     pub fn set_data(
         &mut self,
         p: &str,
-        data: Bytes,
+        data: Option<Bytes>,
         version: i32,
         auth: &[Id],
         zxid: i64,
@@ -518,7 +521,7 @@ mod tests {
     fn args<'a>(p: &'a str, flags: i32, zxid: i64, acl: &'a [Acl]) -> CreateArgs<'a> {
         CreateArgs {
             path: p,
-            data: Bytes::from_static(b"d"),
+            data: Some(Bytes::from_static(b"d")),
             acl,
             flags,
             ttl: 0,
@@ -611,14 +614,22 @@ mod tests {
         t.create(args("/a", 0, 1, &acl), &mut ch).unwrap();
         t.create(args("/a/b", 0, 2, &acl), &mut ch).unwrap();
         let s = t
-            .set_data("/a", Bytes::from_static(b"xyz"), 0, &[], 3, 9, &mut ch)
+            .set_data(
+                "/a",
+                Some(Bytes::from_static(b"xyz")),
+                0,
+                &[],
+                3,
+                9,
+                &mut ch,
+            )
             .unwrap();
         assert_eq!(
             (s.version, s.mzxid, s.mtime, s.data_length, s.num_children),
             (1, 3, 9, 3, 1)
         );
         assert_eq!(
-            t.set_data("/a", Bytes::new(), 0, &[], 4, 9, &mut ch),
+            t.set_data("/a", Some(Bytes::new()), 0, &[], 4, 9, &mut ch),
             Err(err::BAD_VERSION)
         );
         assert_eq!(t.delete("/a", -1, &[], 4, &mut ch), Err(err::NOT_EMPTY));
@@ -654,7 +665,7 @@ mod tests {
         ch.clear();
         assert!(t.close_session(7, 4, &mut ch));
         assert!(t.get("/e").is_none());
-        assert!(ch.contains(&Change::Deleted(Arc::from("/e"))));
+        assert!(ch.contains(&Change::Deleted(Arc::from("/e"), acl.clone())));
     }
 
     #[test]

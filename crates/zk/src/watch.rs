@@ -156,7 +156,7 @@ impl Watches {
                 self.persistent_for(p, true, &mut who);
                 (event::NODE_CREATED, p)
             }
-            Change::Deleted(p) => {
+            Change::Deleted(p, _) => {
                 self.take(Kind::Data, p, &mut who);
                 self.take(Kind::Child, p, &mut who);
                 self.persistent_for(p, true, &mut who);
@@ -239,7 +239,7 @@ mod tests {
             "over the per-session limit"
         );
         assert_eq!(
-            fire(&mut w, Change::Deleted("/a".into())),
+            fire(&mut w, Change::Deleted("/a".into(), crate::acl::open_acl())),
             vec![(1, event::NODE_DELETED)]
         );
         assert!(

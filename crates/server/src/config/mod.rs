@@ -170,6 +170,10 @@ pub struct ZkTuning {
     /// Four-letter words answered on the client port: "*" or a list (ruok, srvr, stat, mntr,
     /// conf, cons, envi, wchs, dump, isro).
     pub four_letter_words: Vec<String>,
+    /// ZooKeeper's super user (`zookeeper.DigestAuthenticationProvider.superDigest`):
+    /// `user:base64(sha1(user:password))`, as `synod digest user:password` prints. A session
+    /// that authenticates with that digest bypasses every ACL. None by default.
+    pub super_digest: Option<String>,
 }
 
 impl Default for ZkTuning {
@@ -185,6 +189,7 @@ impl Default for ZkTuning {
             handshake_timeout_ms: 10_000,
             write_timeout_ms: 30_000,
             four_letter_words: vec!["*".into()],
+            super_digest: None,
         }
     }
 }

@@ -17,6 +17,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use synod_zk::jute::Acl;
 use synod_zk::machine::{Effects, Txn};
 use tokio::sync::watch;
 use tracing::info;
@@ -28,12 +29,12 @@ pub(super) struct FrontEffects {
 }
 
 impl Effects for FrontEffects {
-    fn watch(&self, session: i64, event_type: i32, path: &str) {
+    fn watch(&self, session: i64, event_type: i32, path: &str, acl: Option<&Arc<Vec<Acl>>>) {
         let s = self.sessions.lock().expect("sessions");
         if let Some(ls) = s.get(&session) {
             if ls
                 .events
-                .try_send(ConnEvent(event_type, path.to_string()))
+                .try_send(ConnEvent(event_type, path.to_string(), acl.cloned()))
                 .is_err()
             {
                 ls.close.send_replace(Some("too many queued watch events"));

@@ -5,7 +5,7 @@ use super::ConnEvent;
 use bytes::{BufMut, Bytes, BytesMut};
 use std::sync::Arc;
 use std::time::Duration;
-use synod_zk::jute::{err, event, xid, JuteWrite};
+use synod_zk::jute::{err, event, perms, xid, Id, JuteWrite};
 use synod_zk::machine::Reply;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -73,9 +73,13 @@ pub(super) async fn next_request<R: AsyncRead + Unpin>(
     Ok((Bytes::from(body), permit))
 }
 
-pub(super) fn drain_events(events: &mut mpsc::Receiver<ConnEvent>, out: &mut BytesMut) {
-    while let Ok(ConnEvent(ty, path)) = events.try_recv() {
-        encode_event(out, ty, &path);
+pub(super) fn drain_events(
+    events: &mut mpsc::Receiver<ConnEvent>,
+    auth: &[Id],
+    out: &mut BytesMut,
+) {
+    while let Ok(ev) = events.try_recv() {
+        encode_event(out, ev, auth);
     }
 }
 
@@ -94,14 +98,21 @@ pub(super) fn encode_reply(out: &mut BytesMut, xid: i32, zxid: i64, reply: &Repl
     }
 }
 
-pub(super) fn encode_event(out: &mut BytesMut, ty: i32, path: &str) {
+/// Encode a watch event, unless the connection's identities may not READ the node (ZooKeeper
+/// then drops the event for that connection).
+pub(super) fn encode_event(out: &mut BytesMut, ConnEvent(ty, path, acl): ConnEvent, auth: &[Id]) {
+    if let Some(acl) = acl {
+        if !synod_zk::acl::allowed(&acl, perms::READ, auth) {
+            return;
+        }
+    }
     let mut b = BytesMut::new();
     b.int(xid::NOTIFICATION);
     b.long(-1);
     b.int(err::OK);
     b.int(ty);
     b.int(event::STATE_SYNC_CONNECTED);
-    b.string(path);
+    b.string(&path);
     out.put_i32(b.len() as i32);
     out.put_slice(&b);
 }

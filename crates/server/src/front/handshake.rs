@@ -23,6 +23,9 @@ pub struct ConnectRequest {
     pub timeout_ms: i32,
     pub session_id: i64,
     pub password: Bytes,
+    /// The trailing readOnly flag; `None` from an old client that does not send it (ZooKeeper
+    /// then leaves the flag out of its ConnectResponse too).
+    pub read_only: Option<bool>,
 }
 
 /// Parse the body of a ConnectRequest frame (the trailing readOnly flag is optional).
@@ -34,6 +37,7 @@ pub fn parse_connect(body: Bytes) -> Result<ConnectRequest, synod_zk::jute::Jute
         timeout_ms: r.int()?,
         session_id: r.long()?,
         password: r.buffer()?,
+        read_only: r.boolean().ok(),
     })
 }
 
@@ -107,6 +111,7 @@ impl Front {
             timeout_ms: timeout,
             session_id,
             password: passwd,
+            read_only,
             ..
         }) = parse_connect(body)
         else {
@@ -167,7 +172,9 @@ impl Front {
                     b.int(0);
                     b.long(0);
                     b.buffer(&[0u8; 16]);
-                    b.boolean(false);
+                    if read_only.is_some() {
+                        b.boolean(false);
+                    }
                     let _ = write_frame(&mut wr, &b).await;
                     return "expired session or wrong password".into();
                 }
@@ -178,7 +185,9 @@ impl Front {
         b.int(timeout);
         b.long(session);
         b.buffer(&password);
-        b.boolean(false);
+        if read_only.is_some() {
+            b.boolean(false);
+        }
         if write_frame(&mut wr, &b).await.is_err() {
             return "client went away".into();
         }

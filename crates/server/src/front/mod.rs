@@ -48,6 +48,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use synod_zk::jute::Acl;
 use synod_zk::machine::Txn;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -66,8 +67,10 @@ pub struct FrontConfig {
     pub bug_stale_sync: bool,
 }
 
-/// A watch event for a connection.
-struct ConnEvent(i32, String);
+/// A watch event for a connection: type, path, and the node's ACL (the connection sends the
+/// event only if its identities may READ the node, as ZooKeeper's ServerCnxn does; `None`
+/// means unconditionally, as for events fired by setWatches).
+struct ConnEvent(i32, String, Option<Arc<Vec<Acl>>>);
 
 struct LocalSession {
     conn: u64,

@@ -96,7 +96,14 @@ impl Front {
                     });
                 } else if pending.is_empty() {
                     let (_, _, body, t, permit) = backlog.pop_front().expect("front");
-                    let e = self.local(session, auth, xid, code, body, &mut events, &mut out);
+                    let e = self.local(
+                        session,
+                        auth,
+                        addr.ip(),
+                        (xid, code, body),
+                        &mut events,
+                        &mut out,
+                    );
                     drop(permit);
                     // A failed auth, or an invalid opcode (a top-level check among them), closes
                     // the connection after the error reply, as ZooKeeper does.
@@ -124,7 +131,7 @@ impl Front {
             tokio::select! {
                 biased;
                 ev = events.recv() => match ev {
-                    Some(ConnEvent(ty, path)) => encode_event(&mut out, ty, &path),
+                    Some(ev) => encode_event(&mut out, ev, auth),
                     None => break "event channel closed".to_string(),
                 },
                 _ = close.changed() => {
@@ -143,7 +150,7 @@ impl Front {
                 }
                 done = front_write(&mut pending), if !pending.is_empty() => {
                     let Some((xid, code, result, t)) = done else { continue };
-                    drain_events(&mut events, &mut out);
+                    drain_events(&mut events, auth, &mut out);
                     match result {
                         Ok(applied) => {
                             let reply = Reply::decode(&applied.result);
@@ -224,14 +231,12 @@ impl Front {
     /// `out` while the machine is locked, after every watch event already fired, so that no
     /// event for a watch this request registers can overtake the reply (clients register the
     /// watcher when the reply arrives). Returns the error code.
-    #[allow(clippy::too_many_arguments)]
     fn local(
         &self,
         session: i64,
         auth: &mut Vec<Id>,
-        xid: i32,
-        code: i32,
-        body: Bytes,
+        peer_ip: std::net::IpAddr,
+        (xid, code, body): (i32, i32, Bytes),
         events: &mut mpsc::Receiver<ConnEvent>,
         out: &mut BytesMut,
     ) -> i32 {
@@ -246,30 +251,43 @@ impl Front {
                 Reply::ok(b)
             }
             op::AUTH => match parse_auth(body) {
+                // As ZooKeeper's DigestAuthenticationProvider: any credential is accepted and
+                // names the identity `user:base64(sha1(credential))`, the user being what
+                // precedes the first colon (all of it if there is none); the super digest
+                // also grants the `super` identity.
                 Ok((_, scheme, cred)) if scheme == "digest" => {
                     let cred = String::from_utf8_lossy(&cred).to_string();
-                    match digest_id(&cred) {
-                        Some(id) => {
-                            let id = Id {
-                                scheme: "digest".into(),
-                                id,
-                            };
-                            if !auth.contains(&id) {
-                                auth.push(id);
-                            }
-                            Reply::ok(BytesMut::new())
-                        }
-                        None => Reply::error(err::AUTH_FAILED),
+                    let id = digest_id(&cred);
+                    if self.cfg.tuning.super_digest.as_deref() == Some(id.as_str()) {
+                        add_identity(auth, "super", "");
                     }
+                    add_identity(auth, "digest", &id);
+                    Reply::ok(BytesMut::new())
+                }
+                // As IPAuthenticationProvider: the identity is the client's own address.
+                Ok((_, scheme, _)) if scheme == "ip" => {
+                    add_identity(auth, "ip", &peer_ip.to_string());
+                    Reply::ok(BytesMut::new())
                 }
                 _ => Reply::error(err::AUTH_FAILED),
             },
+            // SASL with no SASL configured on the server: ZooKeeper answers OK with a null
+            // token and keeps the connection (the Java client with a JAAS "Client" section,
+            // as Kafka and HBase set it up, then goes on unauthenticated).
+            op::SASL => {
+                let mut b = BytesMut::new();
+                b.opt_buffer(None);
+                Reply::ok(b)
+            }
+            // Dynamic reconfiguration is disabled, as in ZooKeeper by default
+            // (reconfigEnabled=false): its first check.
+            op::RECONFIG => Reply::error(err::RECONFIG_DISABLED),
             _ => match m.read(session, auth, code, body) {
                 Ok(r) => r,
                 Err(_) => Reply::error(err::MARSHALLING_ERROR),
             },
         };
-        drain_events(events, out);
+        drain_events(events, auth, out);
         encode_reply(out, xid, zxid, &reply);
         reply.err
     }
@@ -316,13 +334,26 @@ fn is_write(code: i32) -> bool {
     )
 }
 
-/// `user:password` → `user:base64(sha1(user:password))`, ZooKeeper's digest identity.
-pub fn digest_id(cred: &str) -> Option<String> {
+/// `user:password` → `user:base64(sha1(user:password))`, ZooKeeper's digest identity
+/// (DigestAuthenticationProvider.generateDigest: the user is what precedes the first colon, or
+/// the whole credential if it has none).
+pub fn digest_id(cred: &str) -> String {
     use base64::Engine;
-    let (user, _) = cred.split_once(':')?;
+    let user = cred.split_once(':').map_or(cred, |(user, _)| user);
     let hash = sha1_smol::Sha1::from(cred.as_bytes()).digest().bytes();
-    Some(format!(
+    format!(
         "{user}:{}",
         base64::engine::general_purpose::STANDARD.encode(hash)
-    ))
+    )
+}
+
+/// Add an identity to a connection's list once (ServerCnxn.addAuthInfo).
+fn add_identity(auth: &mut Vec<Id>, scheme: &str, id: &str) {
+    let id = Id {
+        scheme: scheme.into(),
+        id: id.into(),
+    };
+    if !auth.contains(&id) {
+        auth.push(id);
+    }
 }

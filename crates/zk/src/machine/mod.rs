@@ -23,13 +23,17 @@ mod writes;
 
 pub use codec::{write_stat, Reply, Txn};
 
+use crate::jute::Acl;
 use crate::tree::{self, Tree};
 use crate::watch::Watches;
+use std::sync::Arc;
 
 /// What the server must do beyond answering the request.
 pub trait Effects: Send {
-    /// A watch fired for a session connected here (or elsewhere: the server filters).
-    fn watch(&self, session: i64, event_type: i32, path: &str);
+    /// A watch fired for a session connected here (or elsewhere: the server filters). `acl`
+    /// is the node's ACL (for a deletion, the ACL it had): ZooKeeper sends the event only to a
+    /// connection that may READ the node, which only the connection knows.
+    fn watch(&self, session: i64, event_type: i32, path: &str, acl: Option<&Arc<Vec<Acl>>>);
     /// The replicated session table changed.
     fn session_closed(&self, session: i64);
     /// Sessions were touched (the leader tracks their liveness).
@@ -42,6 +46,8 @@ pub struct ZkMachine {
     pub applied_slot: u64,
     pub applied_zxid: i64,
     pub digest: u64,
+    /// The latest node time applied (see `node_time`): replicated state, kept in snapshots.
+    pub clock_ms: i64,
     pub watches: Watches,
     effects: Option<Box<dyn Effects>>,
 }
@@ -53,6 +59,7 @@ impl Default for ZkMachine {
             applied_slot: 0,
             applied_zxid: 0,
             digest: 0,
+            clock_ms: 0,
             watches: Watches::new(100_000),
             effects: None,
         }

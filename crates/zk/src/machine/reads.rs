@@ -192,10 +192,17 @@ impl ZkMachine {
             }
             op::WHO_AM_I => {
                 let mut b = BytesMut::new();
+                // As ZooKeeper's AuthUtil.getClientInfos: each identity's user name as its
+                // scheme's provider gives it (a digest id without its hash), and an empty name
+                // for a scheme with no provider (`super`).
                 b.int(auth.len() as i32);
                 for i in auth {
                     b.string(&i.scheme);
-                    b.string(&i.id);
+                    b.string(match i.scheme.as_str() {
+                        "digest" => i.id.split(':').next().unwrap_or(""),
+                        "ip" | "x509" | "sasl" => &i.id,
+                        _ => "",
+                    });
                 }
                 Reply::ok(b)
             }
@@ -210,7 +217,7 @@ impl ZkMachine {
                     return Reply::error(err::NO_AUTH);
                 }
                 let mut b = BytesMut::new();
-                b.buffer(&n.data);
+                b.opt_buffer(n.data.as_deref());
                 n.stat().write(&mut b);
                 if watch {
                     self.watches.add(session, watch::Kind::Data, p);
@@ -298,7 +305,7 @@ impl ZkMachine {
         }
         if let Some(e) = &self.effects {
             for (ty, p) in fire {
-                e.watch(session, ty, &p);
+                e.watch(session, ty, &p, None);
             }
         }
     }

@@ -10,12 +10,15 @@ use std::sync::Arc;
 
 /// Marks the section of the sessions' last touches.
 const SESSIONS_TOUCHED: i32 = 1;
+/// Marks the section of the machine's node clock (`ZkMachine::clock_ms`).
+const NODE_CLOCK: i32 = 2;
 
 impl ZkMachine {
     /// Serialise the replicated state (not the watches: they are local).
     pub fn snapshot_view(&self) -> impl FnOnce() -> Bytes + Send + 'static {
         let tree = self.tree.clone();
         let (slot, zxid, digest) = (self.applied_slot, self.applied_zxid, self.digest);
+        let clock_ms = self.clock_ms;
         move || {
             let mut b = BytesMut::new();
             b.put_u64(slot);
@@ -27,7 +30,7 @@ impl ZkMachine {
             for p in paths {
                 let n = &tree.nodes[p];
                 b.string(p);
-                b.buffer(&n.data);
+                b.opt_buffer(n.data.as_deref());
                 write_acls(&mut b, &n.acl);
                 n.stat.write(&mut b);
             }
@@ -43,6 +46,8 @@ impl ZkMachine {
             for s in tree.sessions.values() {
                 b.long(s.touched as i64);
             }
+            b.int(NODE_CLOCK);
+            b.long(clock_ms);
             b.freeze()
         }
     }
@@ -63,7 +68,7 @@ impl ZkMachine {
         };
         for _ in 0..n {
             let p: Arc<str> = Arc::from(r.string()?.as_str());
-            let data = r.buffer()?;
+            let data = r.opt_buffer()?;
             let acl = read_acls(&mut r)?;
             let stat = Stat::read(&mut r)?;
             tree.nodes.insert(
@@ -95,6 +100,20 @@ impl ZkMachine {
                 let touched = r.long()? as u64;
                 tree.touch_session(*id, touched);
             }
+        }
+        // A snapshot written before the node clock was kept ends here: it restarts from the
+        // latest node time in the tree.
+        let mut clock_ms = tree
+            .nodes
+            .values()
+            .map(|n| n.stat.mtime.max(n.stat.ctime))
+            .max()
+            .unwrap_or(0);
+        if r.remaining() != 0 {
+            if r.int()? != NODE_CLOCK {
+                return Err(JuteError("snapshot section"));
+            }
+            clock_ms = r.long()?;
         }
         if r.remaining() != 0 {
             return Err(JuteError("trailing bytes in snapshot"));
@@ -128,6 +147,7 @@ impl ZkMachine {
         self.applied_slot = slot;
         self.applied_zxid = zxid;
         self.digest = digest;
+        self.clock_ms = clock_ms;
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 struct Record(Arc<Mutex<Vec<(i64, i32, String)>>>);
 
 impl Effects for Record {
-    fn watch(&self, session: i64, event_type: i32, path: &str) {
+    fn watch(&self, session: i64, event_type: i32, path: &str, _: Option<&Arc<Vec<Acl>>>) {
         self.0
             .lock()
             .unwrap()
@@ -371,19 +371,26 @@ fn duties_decided_twice_or_late_are_harmless() {
     assert!(h.m.tree.get("/c").is_some());
 }
 
-/// Sessions' last touches are in snapshots (expiries depend on them, so every replica must
-/// agree), and a snapshot written before they were restores with 0.
+/// Sessions' last touches and the node clock are in snapshots (expiries and node times depend
+/// on them, so every replica must agree), and the older formats still restore.
 #[test]
-fn snapshots_keep_last_touches_and_read_the_older_format() {
+fn snapshots_keep_last_touches_and_clock_and_read_the_older_formats() {
     let mut h = Harness::new();
     h.txn(Txn::Touch { sessions: vec![1] });
     let touched = h.slot;
+    h.m.clock_ms = 1_234;
     let data = h.m.snapshot_view()();
     let mut r = ZkMachine::default();
     r.restore(h.slot, data.clone()).unwrap();
     assert_eq!(r.tree.sessions[&1].touched, touched);
-    // The older format ends after the sessions: without the section (an int and one long).
-    let old = data.slice(..data.len() - 12);
+    assert_eq!(r.clock_ms, 1_234);
+    // Without the clock section (an int and a long): the clock restarts from the tree.
+    let mut r = ZkMachine::default();
+    r.restore(h.slot, data.slice(..data.len() - 12)).unwrap();
+    assert_eq!(r.tree.sessions[&1].touched, touched);
+    assert_eq!(r.clock_ms, 0);
+    // The oldest format ends after the sessions: without the touches either.
+    let old = data.slice(..data.len() - 24);
     let mut r = ZkMachine::default();
     r.restore(h.slot, old).unwrap();
     assert_eq!(r.tree.sessions[&1].touched, 0);
@@ -393,4 +400,45 @@ fn snapshots_keep_last_touches_and_read_the_older_format() {
     bad.put_i32(7);
     bad.put_i64(1);
     assert!(ZkMachine::default().restore(h.slot, bad.freeze()).is_err());
+}
+
+/// Node times never go back in the order of the log, whatever the proposers' clocks say, and
+/// a null data buffer is kept as null.
+#[test]
+fn node_times_are_monotonic_and_null_data_is_kept() {
+    let mut h = Harness::new();
+    let at = |h: &mut Harness, p: &str, time_ms: i64, data: Option<&[u8]>| {
+        let mut b = BytesMut::new();
+        b.string(p);
+        b.opt_buffer(data);
+        write_acls(&mut b, &open());
+        b.int(mode::PERSISTENT);
+        h.txn(Txn::Op {
+            session: 1,
+            time_ms,
+            auth: vec![],
+            op: op::CREATE,
+            body: b.freeze(),
+        });
+        h.m.tree.get(p).map(|n| (n.stat.ctime, n.data.clone()))
+    };
+    assert_eq!(at(&mut h, "/a", 5_000, Some(b"x")).unwrap().0, 5_000);
+    // A replica whose clock is behind proposes an earlier time: the node gets the later one.
+    assert_eq!(at(&mut h, "/b", 4_000, None).unwrap(), (5_000, None));
+    assert_eq!(at(&mut h, "/c", 6_000, Some(b"")).unwrap(), (6_000, Some(Bytes::new())));
+    let b = h.m.read(1, &[], op::GET_DATA, {
+        let mut r = BytesMut::new();
+        r.string("/b");
+        r.boolean(false);
+        r.freeze()
+    });
+    let mut r = Reader::new(b.unwrap().body);
+    assert_eq!(r.opt_buffer().unwrap(), None);
+    assert_eq!(Stat::read(&mut r).unwrap().data_length, 0);
+    // Both survive a snapshot.
+    let data = h.m.snapshot_view()();
+    let mut m = ZkMachine::default();
+    m.restore(h.slot, data).unwrap();
+    assert_eq!(m.clock_ms, 6_000);
+    assert_eq!(m.tree.get("/b").unwrap().data, None);
 }

@@ -23,7 +23,7 @@ fn digest_step(h: u64, slot: u64, payload: &[u8]) -> u64 {
 enum WriteOp {
     Create {
         path: String,
-        data: Bytes,
+        data: Option<Bytes>,
         acl: Vec<crate::jute::Acl>,
         flags: i32,
         ttl: i64,
@@ -35,7 +35,7 @@ enum WriteOp {
     },
     SetData {
         path: String,
-        data: Bytes,
+        data: Option<Bytes>,
         version: i32,
     },
     Check {
@@ -48,7 +48,7 @@ fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
     Ok(match op_code {
         op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
             let path = r.string()?;
-            let data = r.buffer()?;
+            let data = r.opt_buffer()?;
             let acl = read_acls(r)?;
             let mut flags = r.int()?;
             let ttl = if op_code == op::CREATE_TTL {
@@ -74,7 +74,7 @@ fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
         },
         op::SET_DATA => WriteOp::SetData {
             path: r.string()?,
-            data: r.buffer()?,
+            data: r.opt_buffer()?,
             version: r.int()?,
         },
         op::CHECK => WriteOp::Check {
@@ -148,13 +148,14 @@ impl ZkMachine {
                 data,
                 time_ms,
             } => {
+                let time_ms = self.node_time(time_ms);
                 let admin = [Id {
                     scheme: "super".into(),
                     id: "admin".into(),
                 }];
                 let r = if self.tree.get(&path).is_some() {
                     self.tree
-                        .set_data(&path, data, -1, &admin, zxid, time_ms, &mut changes)
+                        .set_data(&path, Some(data), -1, &admin, zxid, time_ms, &mut changes)
                         .map(|_| ())
                 } else {
                     let acl = tree::open_acl();
@@ -162,7 +163,7 @@ impl ZkMachine {
                         .create(
                             CreateArgs {
                                 path: &path,
-                                data,
+                                data: Some(data),
                                 acl: &acl,
                                 flags: crate::jute::mode::PERSISTENT,
                                 ttl: 0,
@@ -200,12 +201,23 @@ impl ZkMachine {
                 if !self.tree.sessions.contains_key(&session) {
                     Reply::error(err::SESSION_EXPIRED)
                 } else {
+                    let time_ms = self.node_time(time_ms);
                     self.apply_op(session, time_ms, &auth, op, body, zxid, &mut changes)
                 }
             }
         };
         self.fire(&changes);
         reply.encode()
+    }
+
+    /// The time a write gives its nodes (ctime, mtime): the proposer's clock as carried in the
+    /// transaction, but never before the time of an earlier write. Every replica computes the
+    /// same from the same order, so node times are identical everywhere and, as under one
+    /// ZooKeeper leader, never go backwards in zxid order, whatever the skew between the
+    /// clocks of the replicas that received the writes.
+    fn node_time(&mut self, proposed_ms: i64) -> i64 {
+        self.clock_ms = self.clock_ms.max(proposed_ms);
+        self.clock_ms
     }
 
     /// Close a session (a client's close or an expiry): its ephemerals go, and its local
@@ -225,11 +237,21 @@ impl ZkMachine {
         }
         let mut fired: Vec<Fired> = Vec::new();
         for c in changes {
+            fired.clear();
             self.watches.trigger(c, &mut fired);
-        }
-        if let Some(e) = &self.effects {
-            for (s, ty, p) in fired {
-                e.watch(s, ty, &p);
+            if fired.is_empty() {
+                continue;
+            }
+            let acl = match c {
+                Change::Deleted(_, acl) => Some(acl),
+                Change::Created(p) | Change::DataChanged(p) | Change::ChildrenChanged(p) => {
+                    self.tree.get(p).map(|n| &n.acl)
+                }
+            };
+            if let Some(e) = &self.effects {
+                for (s, ty, p) in &fired {
+                    e.watch(*s, *ty, p, acl);
+                }
             }
         }
     }
