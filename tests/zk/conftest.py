@@ -22,6 +22,8 @@ PROTOCOL = os.environ.get("ZK_PROTOCOL", "zab")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SYNOD = os.environ.get("SYNOD_BIN", os.path.join(ROOT, "target", "release", "synod"))
 ZK_JAR = "/usr/share/java/zookeeper.jar"
+# The super user of both targets: digest of "super:test" (ZooKeeper's superDigest).
+SUPER_DIGEST = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
 
 
 def four_letter(port, word, timeout=2.0):
@@ -98,8 +100,10 @@ class SynodCluster(Cluster):
                 'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "warn"\n'
                 "[zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 500\n"
                 "leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n"
+                "[zookeeper]\nsuper_digest = \"%s\"\n"
                 "[peers]\n%s"
-                % (i, PROTOCOL, self.client_port(i), self.base + 7000 + i, os.path.join(self.dir, "data%d" % i), peers)
+                % (i, PROTOCOL, self.client_port(i), self.base + 7000 + i, os.path.join(self.dir, "data%d" % i),
+                   SUPER_DIGEST, peers)
             )
         return path
 
@@ -135,6 +139,8 @@ class ZooKeeperCluster(Cluster):
             [
                 "java", "-Xmx256m", "-Dzookeeper.extendedTypesEnabled=true",
                 "-Dznode.container.checkIntervalMs=500", "-Dznode.container.maxPerMinute=100000",
+                "-Dreadonlymode.enabled=true",
+                "-Dzookeeper.DigestAuthenticationProvider.superDigest=" + SUPER_DIGEST,
                 "-Dlog4j.configuration=file:%s/log4j.properties" % d,
                 "-cp", "%s:%s" % (d, ZK_JAR),
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(d, "zoo.cfg"),

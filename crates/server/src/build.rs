@@ -90,7 +90,8 @@ pub(crate) fn build(
     };
     built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
-    let machine = ZooKeeper::new(zk.family.zxids());
+    let mut machine = ZooKeeper::new(zk.family.zxids());
+    machine.enforce_quota = cfg.zookeeper.enforce_quota;
     let served = group(cfg, &zk, machine, wal_dir, zk_ops, metrics, &mut built)?;
     built.zookeeper = served;
     for g in &cfg.groups {

@@ -63,11 +63,13 @@ pub fn fix_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, i32> {
     if acl.is_empty() {
         return Err(err::INVALID_ACL);
     }
-    let mut out = Vec::new();
+    // Duplicates go first, the first of each kept in place, and `auth` is expanded after (as
+    // ZooKeeper's fixupACL does: the expansion may repeat an entry, which then stays).
+    let mut seen = std::collections::HashSet::new();
+    let acl: Vec<&Acl> = acl.iter().filter(|a| seen.insert(*a)).collect();
+    let mut out: Vec<Acl> = Vec::new();
     for a in acl {
-        if a.perms & !perms::ALL != 0 {
-            return Err(err::INVALID_ACL);
-        }
+        // ZooKeeper stores permission bits as sent (beyond ALL too).
         match a.id.scheme.as_str() {
             "world" if a.id.id == "anyone" => out.push(a.clone()),
             "auth" => {
@@ -87,11 +89,73 @@ pub fn fix_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, i32> {
                 }
             }
             "digest" if a.id.id.split_once(':').is_some() => out.push(a.clone()),
-            "ip" if !a.id.id.is_empty() => out.push(a.clone()),
+            "ip" if valid_ip(&a.id.id) => out.push(a.clone()),
             _ => return Err(err::INVALID_ACL),
         }
     }
-    out.sort();
-    out.dedup();
     Ok(out)
+}
+
+/// An `ip` ACL id as ZooKeeper's IPAuthenticationProvider.isValid takes it: an IPv4 address,
+/// optionally with a prefix length of at most 32.
+fn valid_ip(spec: &str) -> bool {
+    let (addr, bits) = match spec.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (spec, None),
+    };
+    let octets: Vec<&str> = addr.split('.').collect();
+    octets.len() == 4
+        && octets
+            .iter()
+            .all(|o| !o.is_empty() && o.parse::<u8>().is_ok())
+        && bits.is_none_or(|b| b.parse::<u32>().is_ok_and(|b| b <= 32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
+        Acl {
+            perms,
+            id: Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn acls_are_checked_as_zookeeper_checks_them() {
+        for bad in ["not-an-ip", "10.0.0.0/99", "::1", "1.2.3", "1.2.3.256", ""] {
+            assert_eq!(
+                fix_acl(&[acl(31, "ip", bad)], &[]),
+                Err(err::INVALID_ACL),
+                "{bad}"
+            );
+        }
+        for good in ["10.0.0.1", "10.0.0.0/8", "0.0.0.0/0"] {
+            assert!(fix_acl(&[acl(31, "ip", good)], &[]).is_ok(), "{good}");
+        }
+        // Permission bits are kept as sent, and the order as set (duplicates dropped).
+        let set = [
+            acl(63, "world", "anyone"),
+            acl(-1, "ip", "127.0.0.1"),
+            acl(63, "world", "anyone"),
+        ];
+        assert_eq!(fix_acl(&set, &[]).unwrap(), set[..2].to_vec());
+        // `auth` expands after the duplicates went: an identity may then appear twice.
+        let alice = Id {
+            scheme: "digest".into(),
+            id: "alice:x".into(),
+        };
+        let bob = Id {
+            scheme: "digest".into(),
+            id: "bob:y".into(),
+        };
+        let set = [acl(31, "auth", ""), acl(31, "digest", "alice:x")];
+        let got = fix_acl(&set, &[alice.clone(), bob.clone()]).unwrap();
+        let ids: Vec<&Id> = got.iter().map(|a| &a.id).collect();
+        assert_eq!(ids, vec![&alice, &bob, &alice]);
+    }
 }

@@ -74,6 +74,25 @@ impl Reader {
         let raw = self.buffer()?;
         String::from_utf8(raw.to_vec()).map_err(|_| JuteError("string is not UTF-8"))
     }
+    /// A path as ZooKeeper's Java server reads it: a null string is a marshalling error, and
+    /// bytes that are not UTF-8 decode to U+FFFD (which no valid path contains, so the request
+    /// then fails as ZooKeeper's does: BADARGUMENTS for a write, NONODE for a read).
+    pub fn path(&mut self) -> JResult<String> {
+        let n = self.int()?;
+        if n < 0 {
+            return Err(JuteError("null path"));
+        }
+        let n = n as usize;
+        self.need(n)?;
+        Ok(String::from_utf8_lossy(&self.b.split_to(n)).into_owned())
+    }
+    /// A vector of strings that must not be null (ZooKeeper fails to read a null one).
+    pub fn strict_strings(&mut self) -> JResult<Vec<String>> {
+        if self.b.remaining() >= 4 && self.b[..4] == [0xff; 4] {
+            return Err(JuteError("null vector"));
+        }
+        self.strings()
+    }
     /// A vector count; null reads as 0. Each element takes at least `min` bytes, which bounds the
     /// count by what remains (no allocation from a forged count).
     pub fn count(&mut self, min: usize) -> JResult<usize> {
@@ -323,6 +342,9 @@ pub mod mode {
     pub const CONTAINER: i32 = 4;
     pub const PERSISTENT_WITH_TTL: i32 = 5;
     pub const PERSISTENT_SEQUENTIAL_WITH_TTL: i32 = 6;
+    /// Not a wire value: what createContainer makes of a sequential flag (ZooKeeper names
+    /// the container as a sequential node).
+    pub const CONTAINER_SEQUENTIAL: i32 = -4;
 }
 
 #[cfg(test)]

@@ -6,5 +6,6 @@ pub mod acl;
 pub mod jute;
 pub mod machine;
 pub mod path;
+pub mod quota;
 pub mod tree;
 pub mod watch;

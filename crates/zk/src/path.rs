@@ -37,6 +37,8 @@ pub fn validate(path: &str, sequential: bool) -> Result<(), &'static str> {
             || (0x7f..=0x9f).contains(&u)
             || (0xd800..=0xf8ff).contains(&u)
             || (0xfff0..=0xffff).contains(&u)
+            // Outside the Basic Multilingual Plane: Java sees a surrogate pair.
+            || u > 0xffff
         {
             return Err("invalid character in path");
         }

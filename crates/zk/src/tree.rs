@@ -127,6 +127,9 @@ pub struct Session {
     /// snapshots): an expiry names the one it saw, and is void if a later touch was applied.
     /// 0 when restored from a snapshot that predates it.
     pub touched: u64,
+    /// The server the session's client is attached to (replicated, in snapshots); 0 if
+    /// unknown (a log or snapshot that predates it).
+    pub owner: u32,
 }
 
 /// A change to the tree, for watches.
@@ -200,10 +203,21 @@ impl Tree {
         self.nodes.get(path)
     }
 
-    /// create / create2 / createContainer / createTTL.
+    /// create / create2 / createContainer / createTTL, quotas not enforced.
     pub fn create(
         &mut self,
         a: CreateArgs<'_>,
+        changes: &mut Vec<Change>,
+    ) -> Result<(String, Stat), i32> {
+        self.create_quota(a, false, changes)
+    }
+
+    /// create / create2 / createContainer / createTTL; with `enforce_quota`, a create past a
+    /// hard quota fails with QUOTAEXCEEDED (see crate::quota).
+    pub fn create_quota(
+        &mut self,
+        a: CreateArgs<'_>,
+        enforce_quota: bool,
         changes: &mut Vec<Change>,
     ) -> Result<(String, Stat), i32> {
         let sequential = matches!(
@@ -211,11 +225,12 @@ impl Tree {
             mode::PERSISTENT_SEQUENTIAL
                 | mode::EPHEMERAL_SEQUENTIAL
                 | mode::PERSISTENT_SEQUENTIAL_WITH_TTL
+                | mode::CONTAINER_SEQUENTIAL
         );
         let kind = match a.flags {
             mode::PERSISTENT | mode::PERSISTENT_SEQUENTIAL => Kind::Persistent,
             mode::EPHEMERAL | mode::EPHEMERAL_SEQUENTIAL => Kind::Ephemeral(a.session),
-            mode::CONTAINER => Kind::Container,
+            mode::CONTAINER | mode::CONTAINER_SEQUENTIAL => Kind::Container,
             mode::PERSISTENT_WITH_TTL | mode::PERSISTENT_SEQUENTIAL_WITH_TTL => {
                 if a.ttl <= 0 || a.ttl > MAX_TTL_MS {
                     return Err(err::BAD_ARGUMENTS);
@@ -250,6 +265,10 @@ impl Tree {
         }
         if matches!(parent.kind(), Kind::Ephemeral(_)) {
             return Err(err::NO_CHILDREN_FOR_EPHEMERALS);
+        }
+        let len = a.data.as_ref().map_or(0, |d| d.len() as i64);
+        if enforce_quota {
+            self.quota_check(&full, len, 1)?;
         }
         let name: Arc<str> = Arc::from(path::name(&full));
         let key: Arc<str> = Arc::from(full.as_str());
@@ -289,6 +308,7 @@ impl Tree {
             }
             Kind::Persistent => {}
         }
+        self.quota_created(&full, len);
         changes.push(Change::Created(key));
         changes.push(Change::ChildrenChanged(Arc::from(parent_path.as_str())));
         Ok((full, stat))
@@ -302,11 +322,13 @@ impl Tree {
         zxid: i64,
         changes: &mut Vec<Change>,
     ) -> Result<(), i32> {
+        // ZooKeeper's special paths; nodes under /zookeeper/quota (quotas) may go.
         if !p.contains('/')
             || p.contains('\0')
-            || p == "/"
-            || p == "/zookeeper"
-            || p.starts_with("/zookeeper/")
+            || matches!(
+                p,
+                "/" | "/zookeeper" | crate::quota::QUOTA_ROOT | "/zookeeper/config"
+            )
         {
             return Err(err::BAD_ARGUMENTS);
         }
@@ -348,10 +370,12 @@ impl Tree {
             }
             Kind::Persistent => {}
         }
+        self.quota_removed(p, node.data.as_ref().map_or(0, |d| d.len() as i64));
         changes.push(Change::Deleted(key, node.acl.clone()));
         changes.push(Change::ChildrenChanged(parent_path));
     }
 
+    /// setData, quotas not enforced.
     #[allow(clippy::too_many_arguments)]
     pub fn set_data(
         &mut self,
@@ -363,6 +387,23 @@ impl Tree {
         time: i64,
         changes: &mut Vec<Change>,
     ) -> Result<Stat, i32> {
+        self.set_data_quota(p, data, version, auth, zxid, time, false, changes)
+    }
+
+    /// setData; with `enforce_quota`, growing past a hard quota fails with QUOTAEXCEEDED
+    /// (checked before the version, as ZooKeeper does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn set_data_quota(
+        &mut self,
+        p: &str,
+        data: Option<Bytes>,
+        version: i32,
+        auth: &[Id],
+        zxid: i64,
+        time: i64,
+        enforce_quota: bool,
+        changes: &mut Vec<Change>,
+    ) -> Result<Stat, i32> {
         if path::validate(p, false).is_err() {
             return Err(err::BAD_ARGUMENTS);
         }
@@ -370,6 +411,11 @@ impl Tree {
         let key = key.clone();
         if !allowed(&node.acl, perms::WRITE, auth) {
             return Err(err::NO_AUTH);
+        }
+        let old = node.data.as_ref().map_or(0, |d| d.len() as i64);
+        let new = data.as_ref().map_or(0, |d| d.len() as i64);
+        if enforce_quota {
+            self.quota_check(p, new - old, 0)?;
         }
         if version != -1 && version != node.stat.version {
             return Err(err::BAD_VERSION);
@@ -379,8 +425,10 @@ impl Tree {
         node.stat.version = node.stat.version.wrapping_add(1);
         node.stat.mzxid = zxid;
         node.stat.mtime = time;
+        let stat = node.stat();
+        self.quota_changed(p, old, new);
         changes.push(Change::DataChanged(key));
-        Ok(node.stat())
+        Ok(stat)
     }
 
     pub fn set_acl(
@@ -427,7 +475,15 @@ impl Tree {
             password,
             ephemerals: imbl::OrdSet::new(),
             touched: 0,
+            owner: 0,
         });
+    }
+
+    /// Record that session `id`'s client is attached at server `owner`.
+    pub fn attach_session(&mut self, id: i64, owner: u32) {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.owner = owner;
+        }
     }
 
     /// Record that session `id` was touched at `slot`; false if there is no such session.

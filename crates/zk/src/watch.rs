@@ -1,6 +1,12 @@
 //! The watch registry of one server (watches are local to the server a session is connected to,
 //! as in ZooKeeper). One-shot data and child watches, persistent and persistent-recursive
 //! watches; a change fires at most one event per session.
+//!
+//! As in ZooKeeper 3.8's WatchManager, a persistent (or recursive) watch has a data half and a
+//! child half: removeWatches of type data or children removes one half, and the watch then
+//! fires only the events of the half that is left (the child half of a recursive watch fires
+//! nothing, recursive watches never see children-changed events; it is kept for removeWatches
+//! and checkWatches to answer as ZooKeeper does).
 
 use crate::jute::event;
 use crate::path;
@@ -14,8 +20,33 @@ pub enum Kind {
     Data,
     /// getChildren.
     Child,
+    /// addWatch PERSISTENT: registers both halves; as a table, the data half.
     Persistent,
+    /// addWatch PERSISTENT_RECURSIVE: registers both halves; as a table, the data half.
     Recursive,
+    /// The child half of a persistent watch.
+    PersistentChild,
+    /// The child half of a recursive watch.
+    RecursiveChild,
+}
+
+impl Kind {
+    /// The watch tables a removeWatches/checkWatches type names (1 children, 2 data, 3 any).
+    pub fn of_type(ty: i32) -> Option<&'static [Kind]> {
+        Some(match ty {
+            1 => &[Kind::Child, Kind::PersistentChild, Kind::RecursiveChild],
+            2 => &[Kind::Data, Kind::Persistent, Kind::Recursive],
+            3 => &[
+                Kind::Data,
+                Kind::Child,
+                Kind::Persistent,
+                Kind::PersistentChild,
+                Kind::Recursive,
+                Kind::RecursiveChild,
+            ],
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Default, Debug)]
@@ -24,6 +55,8 @@ pub struct Watches {
     child: HashMap<Arc<str>, HashSet<i64>>,
     persistent: HashMap<Arc<str>, HashSet<i64>>,
     recursive: HashMap<Arc<str>, HashSet<i64>>,
+    persistent_child: HashMap<Arc<str>, HashSet<i64>>,
+    recursive_child: HashMap<Arc<str>, HashSet<i64>>,
     /// Watches per session, at most this many (a bound on memory per connection).
     limit: usize,
     count: HashMap<i64, usize>,
@@ -46,6 +79,8 @@ impl Watches {
             Kind::Child => &mut self.child,
             Kind::Persistent => &mut self.persistent,
             Kind::Recursive => &mut self.recursive,
+            Kind::PersistentChild => &mut self.persistent_child,
+            Kind::RecursiveChild => &mut self.recursive_child,
         }
     }
 
@@ -54,12 +89,23 @@ impl Watches {
         self.count.values().sum()
     }
 
-    /// Register a watch; false when the session has too many.
+    /// Register a watch (both halves of a persistent or recursive one); false when the
+    /// session has too many.
     pub fn add(&mut self, session: i64, k: Kind, p: &str) -> bool {
         let n = self.count.entry(session).or_default();
         if self.limit > 0 && *n >= self.limit {
             return false;
         }
+        match k {
+            Kind::Persistent => self.insert(session, Kind::PersistentChild, p),
+            Kind::Recursive => self.insert(session, Kind::RecursiveChild, p),
+            _ => {}
+        }
+        self.insert(session, k, p);
+        true
+    }
+
+    fn insert(&mut self, session: i64, k: Kind, p: &str) {
         if self
             .table(k)
             .entry(Arc::from(p))
@@ -68,7 +114,6 @@ impl Watches {
         {
             *self.count.entry(session).or_default() += 1;
         }
-        true
     }
 
     pub fn has(&self, session: i64, k: Kind, p: &str) -> bool {
@@ -77,6 +122,8 @@ impl Watches {
             Kind::Child => &self.child,
             Kind::Persistent => &self.persistent,
             Kind::Recursive => &self.recursive,
+            Kind::PersistentChild => &self.persistent_child,
+            Kind::RecursiveChild => &self.recursive_child,
         };
         t.get(p).is_some_and(|s| s.contains(&session))
     }
@@ -109,6 +156,8 @@ impl Watches {
             &mut self.child,
             &mut self.persistent,
             &mut self.recursive,
+            &mut self.persistent_child,
+            &mut self.recursive_child,
         ] {
             t.retain(|_, s| {
                 s.remove(&session);
@@ -129,8 +178,15 @@ impl Watches {
         }
     }
 
-    fn persistent_for(&self, p: &str, recursive_too: bool, out: &mut BTreeSet<i64>) {
-        if let Some(s) = self.persistent.get(p) {
+    /// The persistent watches on `p` (their data half, or with `child` their child half),
+    /// and with `recursive_too` the data halves of the recursive watches on `p` and above.
+    fn persistent_for(&self, p: &str, child: bool, recursive_too: bool, out: &mut BTreeSet<i64>) {
+        let table = if child {
+            &self.persistent_child
+        } else {
+            &self.persistent
+        };
+        if let Some(s) = table.get(p) {
             out.extend(s.iter().copied());
         }
         if recursive_too && !self.recursive.is_empty() {
@@ -153,23 +209,24 @@ impl Watches {
         let (ty, p) = match change {
             Change::Created(p) => {
                 self.take(Kind::Data, p, &mut who);
-                self.persistent_for(p, true, &mut who);
+                self.persistent_for(p, false, true, &mut who);
                 (event::NODE_CREATED, p)
             }
             Change::Deleted(p, _) => {
                 self.take(Kind::Data, p, &mut who);
                 self.take(Kind::Child, p, &mut who);
-                self.persistent_for(p, true, &mut who);
+                self.persistent_for(p, false, true, &mut who);
+                self.persistent_for(p, true, false, &mut who);
                 (event::NODE_DELETED, p)
             }
             Change::DataChanged(p) => {
                 self.take(Kind::Data, p, &mut who);
-                self.persistent_for(p, true, &mut who);
+                self.persistent_for(p, false, true, &mut who);
                 (event::NODE_DATA_CHANGED, p)
             }
             Change::ChildrenChanged(p) => {
                 self.take(Kind::Child, p, &mut who);
-                self.persistent_for(p, false, &mut who);
+                self.persistent_for(p, true, false, &mut who);
                 (event::NODE_CHILDREN_CHANGED, p)
             }
         };
@@ -225,15 +282,31 @@ mod tests {
         );
         assert!(w.remove(2, Kind::Recursive, "/a"));
         assert!(!w.remove(2, Kind::Recursive, "/a"));
+        assert!(w.remove(2, Kind::RecursiveChild, "/a"));
+        // One half of a persistent watch removed: only the other half's events (ZooKeeper).
+        assert!(w.remove(1, Kind::PersistentChild, "/a"));
+        assert!(fire(&mut w, Change::ChildrenChanged("/a".into())).is_empty());
+        assert_eq!(
+            fire(&mut w, Change::DataChanged("/a".into())),
+            vec![(1, event::NODE_DATA_CHANGED)]
+        );
+        w.add(1, Kind::Persistent, "/a");
+        assert!(w.remove(1, Kind::Persistent, "/a"));
+        assert!(fire(&mut w, Change::DataChanged("/a".into())).is_empty());
+        assert_eq!(
+            fire(&mut w, Change::ChildrenChanged("/a".into())),
+            vec![(1, event::NODE_CHILDREN_CHANGED)]
+        );
         w.drop_session(1);
         assert!(fire(&mut w, Change::DataChanged("/a".into())).is_empty());
     }
 
     #[test]
     fn one_event_per_session_and_a_bound() {
-        let mut w = Watches::new(2);
+        let mut w = Watches::new(3);
         assert!(w.add(1, Kind::Data, "/a"));
         assert!(w.add(1, Kind::Child, "/a"));
+        assert!(w.add(1, Kind::Data, "/b"));
         assert!(
             !w.add(1, Kind::Persistent, "/a"),
             "over the per-session limit"

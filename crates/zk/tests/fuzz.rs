@@ -168,6 +168,7 @@ fn txns() -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = vec![
         Txn::CreateSession {
             session: 9,
+            owner: 0,
             timeout_ms: 4000,
             password: Bytes::from_static(b"0123456789abcdef"),
         },
@@ -193,6 +194,7 @@ fn txns() -> Vec<Vec<u8>> {
         v.push(
             Txn::Op {
                 session: 1,
+                owner: 0,
                 time_ms: 77,
                 auth: vec![Id {
                     scheme: "digest".into(),
@@ -222,6 +224,7 @@ impl State {
         };
         s.apply(&Txn::CreateSession {
             session: 1,
+            owner: 0,
             timeout_ms: 10_000,
             password: Bytes::from_static(b"0123456789abcdef"),
         });
@@ -233,6 +236,7 @@ impl State {
         ] {
             s.apply(&Txn::Op {
                 session: 1,
+                owner: 0,
                 time_ms: 1,
                 auth: vec![],
                 op: op::CREATE,
@@ -272,7 +276,7 @@ proptest! {
         bounded(body.len(), || {
             let _ = s.m.read(1, &auth, code, body.clone());
         });
-        let txn = Txn::Op { session: 1, time_ms: 5, auth: auth.to_vec(), op: code, body: body.clone() };
+        let txn = Txn::Op { session: 1, owner: 0, time_ms: 5, auth: auth.to_vec(), op: code, body: body.clone() };
         let payload = txn.encode();
         bounded(payload.len(), || {
             let _ = s.apply_raw(&payload);
@@ -292,7 +296,7 @@ proptest! {
         bounded(body.len(), || {
             let _ = s.m.read(1, &[], code, body.clone());
         });
-        let payload = Txn::Op { session: 1, time_ms: 5, auth: vec![], op: code, body: body.clone() }.encode();
+        let payload = Txn::Op { session: 1, owner: 0, time_ms: 5, auth: vec![], op: code, body: body.clone() }.encode();
         bounded(payload.len(), || {
             let _ = s.apply_raw(&payload);
         });
@@ -352,6 +356,7 @@ fn forged_lengths_in_every_position_are_errors_without_allocation() {
                 });
                 let payload = Txn::Op {
                     session: 1,
+                    owner: 0,
                     time_ms: 5,
                     auth: vec![],
                     op: *code,

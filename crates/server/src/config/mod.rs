@@ -174,6 +174,15 @@ pub struct ZkTuning {
     /// `user:base64(sha1(user:password))`, as `synod digest user:password` prints. A session
     /// that authenticates with that digest bypasses every ACL. None by default.
     pub super_digest: Option<String>,
+    /// ZooKeeper's `zookeeper.enforceQuota`: a create or setData that would take a quota'd
+    /// subtree past a hard limit (`setquota -N`/`-B`) fails with QUOTAEXCEEDED, and limits
+    /// passed are logged. Off by default, as in ZooKeeper (usage is tracked either way).
+    /// Every replica decides each write itself: all nodes of the cluster must agree.
+    pub enforce_quota: bool,
+    /// Read-only mode (ZooKeeper's `readonlymode.enabled`): while this server is cut off from
+    /// its quorum, clients that ask for a read-only session get one, with reads of the state
+    /// the server last had. Clients must ask for it, so it is on by default.
+    pub read_only_mode: bool,
 }
 
 impl Default for ZkTuning {
@@ -190,6 +199,8 @@ impl Default for ZkTuning {
             write_timeout_ms: 30_000,
             four_letter_words: vec!["*".into()],
             super_digest: None,
+            enforce_quota: false,
+            read_only_mode: true,
         }
     }
 }

@@ -41,10 +41,10 @@ pub fn parse_connect(body: Bytes) -> Result<ConnectRequest, synod_zk::jute::Jute
     })
 }
 
-/// Parse the body of an auth request: type, scheme, credentials.
-pub fn parse_auth(body: Bytes) -> Result<(i32, String, Bytes), synod_zk::jute::JuteError> {
+/// Parse the body of an auth request: type, scheme, credentials (None when null).
+pub fn parse_auth(body: Bytes) -> Result<(i32, String, Option<Bytes>), synod_zk::jute::JuteError> {
     let mut r = Reader::new(body);
-    Ok((r.int()?, r.string()?, r.buffer()?))
+    Ok((r.int()?, r.string()?, r.opt_buffer()?))
 }
 
 impl Front {
@@ -69,7 +69,7 @@ impl Front {
             .await;
             return;
         }
-        if !self.serving() {
+        if !self.serving() && !self.cfg.tuning.read_only_mode {
             debug!(%addr, "refusing a client: no established leader");
             return;
         }
@@ -127,13 +127,52 @@ impl Front {
             self.cfg.tuning.min_session_timeout_ms,
             self.cfg.tuning.max_session_timeout_ms,
         );
-        let (session, timeout, password) = if session_id == 0 {
+        // Read-only mode (ZooKeeper's ReadOnlyZooKeeperServer): a server cut off from its
+        // quorum serves the clients that ask for it (readOnly in the ConnectRequest) with reads
+        // of its last state; their writes fail with NOTREADONLY, and the connections close when
+        // the server serves again, so that the clients move back to read-write.
+        let read_only_session = !self.serving();
+        if read_only_session && read_only != Some(true) {
+            debug!(%addr, "refusing a client: no established leader, and it did not ask for read-only");
+            return "no leader; the client did not ask for read-only".into();
+        }
+        let (session, timeout, password) = if read_only_session {
+            let known = self
+                .machine
+                .lock()
+                .expect("machine")
+                .session(session_id)
+                .map(|s| (s.timeout_ms, s.password.clone()));
+            match known {
+                // A session of the cluster: its liveness is not touched (nothing can be
+                // ordered), and it may expire once a quorum is back.
+                Some((t, pw)) if session_id != 0 && pw == passwd => (session_id, t, pw),
+                // A new session, local to this server (never replicated); the client gets a
+                // new one from a read-write server.
+                _ if session_id == 0 => {
+                    let session = self.next_session.fetch_add(1, Ordering::Relaxed) as i64;
+                    let password: [u8; 16] = rand::random();
+                    (session, timeout, Bytes::copy_from_slice(&password))
+                }
+                _ => {
+                    let mut b = BytesMut::new();
+                    b.int(0);
+                    b.int(0);
+                    b.long(0);
+                    b.buffer(&[0u8; 16]);
+                    b.boolean(true);
+                    let _ = write_frame(&mut wr, &b).await;
+                    return "unknown session or wrong password (read-only)".into();
+                }
+            }
+        } else if session_id == 0 {
             let session = self.next_session.fetch_add(1, Ordering::Relaxed) as i64;
             let password: [u8; 16] = rand::random();
             let password = Bytes::copy_from_slice(&password);
             match self
                 .submit(Txn::CreateSession {
                     session,
+                    owner: self.cfg.node_id,
                     timeout_ms: timeout,
                     password: password.clone(),
                 })
@@ -146,9 +185,12 @@ impl Front {
             // Touch the session through the log first: it refreshes its liveness at the leader
             // before we answer, and once applied here this replica has caught up with the
             // session's creation (a lagging replica must not call a live session expired).
+            // Attaching also makes this server the session's owner: writes that its old
+            // connection (on another server) still sends fail with SESSIONMOVED.
             let touched = self
-                .submit(Txn::Touch {
-                    sessions: vec![session_id],
+                .submit(Txn::Attach {
+                    session: session_id,
+                    owner: self.cfg.node_id,
                 })
                 .await;
             if let Err(e) = touched {
@@ -166,7 +208,12 @@ impl Front {
                     (session_id, t, pw)
                 }
                 _ => {
-                    // Expired or wrong password: ZooKeeper answers with an invalid session.
+                    // Expired or wrong password: ZooKeeper answers with an invalid session,
+                    // and also closes the session's connection on this server, if any.
+                    if let Some(old) = self.sessions.lock().expect("sessions").remove(&session_id) {
+                        old.close
+                            .send_replace(Some("session re-attached with a wrong password"));
+                    }
                     let mut b = BytesMut::new();
                     b.int(0);
                     b.int(0);
@@ -186,7 +233,7 @@ impl Front {
         b.long(session);
         b.buffer(&password);
         if read_only.is_some() {
-            b.boolean(false);
+            b.boolean(read_only_session);
         }
         if write_frame(&mut wr, &b).await.is_err() {
             return "client went away".into();
@@ -219,6 +266,7 @@ impl Front {
         let why = self
             .requests(
                 session,
+                read_only_session,
                 &mut auth,
                 rd,
                 wr,

@@ -205,8 +205,16 @@ impl Front {
         *self.serving.borrow()
     }
 
+    /// Submit a session transaction for a connection in its handshake. Given up as soon as
+    /// this server stops serving (it lost its leader), as its established connections are
+    /// closed then: the client moves to a server that serves instead of waiting here while
+    /// its session times out.
     async fn submit(&self, txn: Txn) -> SubmitResult {
-        self.group.submit(txn.encode()).await
+        let mut serving = self.serving.clone();
+        tokio::select! {
+            r = self.group.submit(txn.encode()) => r,
+            _ = serving.wait_for(|s| !*s) => Err(crate::host::SubmitError::NoLeader),
+        }
     }
 
     /// A client closed for what it sent (or did not read): logged, rate-limited.

@@ -24,6 +24,7 @@ impl Front {
     pub(super) async fn requests(
         self: &Arc<Self>,
         session: i64,
+        read_only: bool,
         auth: &mut Vec<Id>,
         rd: OwnedReadHalf,
         mut wr: OwnedWriteHalf,
@@ -70,13 +71,33 @@ impl Front {
             while let Some((xid, code, _, _, _)) = backlog.front() {
                 let (xid, code) = (*xid, *code);
                 let planted = self.cfg.bug_stale_sync && code == op::SYNC;
-                if is_write(code) && !planted {
+                if read_only && is_write(code) {
+                    // A read-only session: writes (and syncs) fail, as in ZooKeeper's
+                    // ReadOnlyRequestProcessor; closing one closes the connection.
+                    let (_, _, _, t, _) = backlog.pop_front().expect("front");
+                    let (err, zxid) = if code == op::CLOSE_SESSION {
+                        (err::OK, 0)
+                    } else {
+                        (
+                            err::NOT_READ_ONLY,
+                            self.machine.lock().expect("machine").applied_zxid,
+                        )
+                    };
+                    encode_reply(&mut out, xid, zxid, &Reply::error(err));
+                    self.record(t);
+                    if code == op::CLOSE_SESSION {
+                        let _ = flush(&mut wr, &mut out, write_timeout).await;
+                        reader.abort();
+                        return "read-only session closed by the client".into();
+                    }
+                } else if is_write(code) && !planted {
                     let (_, _, body, t, permit) = backlog.pop_front().expect("front");
                     let txn = if code == op::CLOSE_SESSION {
                         Txn::CloseSession { session }
                     } else {
                         Txn::Op {
                             session,
+                            owner: self.cfg.node_id,
                             time_ms: now_ms(),
                             auth: auth.clone(),
                             op: code,
@@ -144,8 +165,14 @@ impl Front {
                     }
                 }
                 _ = serving.changed() => {
-                    if !*serving.borrow() {
+                    let now = *serving.borrow();
+                    if !now && !read_only {
                         break "this server lost its leader".to_string();
+                    }
+                    if now && read_only {
+                        // As ZooKeeper's read-only server shuts down when the quorum is back:
+                        // the client reconnects, read-write.
+                        break "the quorum is back: read-only session closed".to_string();
                     }
                 }
                 done = front_write(&mut pending), if !pending.is_empty() => {
@@ -154,6 +181,11 @@ impl Front {
                     match result {
                         Ok(applied) => {
                             let reply = Reply::decode(&applied.result);
+                            if reply.err == err::SESSION_MOVED {
+                                // As ZooKeeper (ZOOKEEPER-710): a connection-level error, the
+                                // old connection of a moved session is closed, unanswered.
+                                break "the session moved to another server".to_string();
+                            }
                             encode_reply(&mut out, xid, self.zxids.zxid(applied.at.tag), &reply);
                             self.record(t);
                             if code == op::CLOSE_SESSION {
@@ -255,7 +287,7 @@ impl Front {
                 // names the identity `user:base64(sha1(credential))`, the user being what
                 // precedes the first colon (all of it if there is none); the super digest
                 // also grants the `super` identity.
-                Ok((_, scheme, cred)) if scheme == "digest" => {
+                Ok((_, scheme, Some(cred))) if scheme == "digest" => {
                     let cred = String::from_utf8_lossy(&cred).to_string();
                     let id = digest_id(&cred);
                     if self.cfg.tuning.super_digest.as_deref() == Some(id.as_str()) {
@@ -272,8 +304,9 @@ impl Front {
                 _ => Reply::error(err::AUTH_FAILED),
             },
             // SASL with no SASL configured on the server: ZooKeeper answers OK with a null
-            // token and keeps the connection (the Java client with a JAAS "Client" section,
-            // as Kafka and HBase set it up, then goes on unauthenticated).
+            // token and keeps the connection. (The Java client with a JAAS "Client" section
+            // then reports AuthFailed and fails its requests with AUTHFAILED, on ZooKeeper
+            // alike; one with a JAAS file but no "Client" section connects and works.)
             op::SASL => {
                 let mut b = BytesMut::new();
                 b.opt_buffer(None);
@@ -288,6 +321,14 @@ impl Front {
             },
         };
         drain_events(events, auth, out);
+        // The header as ZooKeeper fills it: pings answer with the ping xid; auth and SASL
+        // replies carry zxid 0, an invalid operation zxid -1.
+        let (xid, zxid) = match code {
+            op::PING => (synod_zk::jute::xid::PING, zxid),
+            op::AUTH | op::SASL => (xid, 0),
+            _ if reply.err == err::UNIMPLEMENTED => (xid, -1),
+            _ => (xid, zxid),
+        };
         encode_reply(out, xid, zxid, &reply);
         reply.err
     }

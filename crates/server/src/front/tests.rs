@@ -87,7 +87,7 @@ mod hostile {
         assert_eq!(c.password.len(), 16);
         let (_, scheme, cred) = parse_auth(Bytes::from(auth_body())).unwrap();
         assert_eq!(
-            (scheme.as_str(), &cred[..]),
+            (scheme.as_str(), &cred.unwrap()[..]),
             ("digest", &b"user:password"[..])
         );
     }

@@ -30,13 +30,19 @@ impl Front {
             (Role::Following | Role::Proposer, true) => "follower",
             _ => "looking",
         };
-        let (zxid, nodes, sessions, watches) = {
+        let (zxid, nodes, sessions, watches, quota) = {
             let m = self.machine.lock().expect("machine");
             (
                 m.applied_zxid,
                 m.tree.nodes.len(),
                 m.tree.sessions.len(),
                 m.watches.total(),
+                // Quota gauges per namespace, as ZooKeeper 3.8's mntr shows them.
+                if word == "mntr" {
+                    synod_zk::quota::mntr_lines(&m.tree)
+                } else {
+                    String::new()
+                },
             )
         };
         let count = self.stats.latency_count.load(Ordering::Relaxed).max(1);
@@ -53,7 +59,12 @@ impl Front {
         );
         match word {
             "ruok" => "imok".into(),
-            "isro" => if view.leader.is_some() { "rw" } else { "null" }.into(),
+            "isro" => match (self.serving(), self.cfg.tuning.read_only_mode) {
+                (true, _) => "rw",
+                (false, true) => "ro",
+                (false, false) => "null",
+            }
+            .into(),
             "srvr" => srvr,
             "stat" => format!("Clients:\n /{}[0](queued=0,recved=0,sent=0)\n\n{srvr}", self.cfg.client_addr),
             "mntr" => format!(
@@ -61,7 +72,7 @@ impl Front {
                  zk_min_latency\t0\nzk_packets_received\t{}\nzk_packets_sent\t{}\nzk_num_alive_connections\t{}\n\
                  zk_outstanding_requests\t0\nzk_znode_count\t{nodes}\nzk_watch_count\t{watches}\n\
                  zk_ephemerals_count\t{}\nzk_approximate_data_size\t0\nzk_open_file_descriptor_count\t0\n\
-                 zk_max_file_descriptor_count\t0\nzk_uptime\t{}\n",
+                 zk_max_file_descriptor_count\t0\nzk_uptime\t{}\n{quota}",
                 self.stats.received.load(Ordering::Relaxed),
                 self.stats.sent.load(Ordering::Relaxed),
                 self.stats.connections.load(Ordering::Relaxed),

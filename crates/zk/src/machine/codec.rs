@@ -7,10 +7,18 @@ use bytes::{BufMut, Bytes, BytesMut};
 /// A replicated transaction (the payload of a command).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Txn {
+    /// A new session, created at server `owner` (0: unknown, from an older log).
     CreateSession {
         session: i64,
+        owner: u32,
         timeout_ms: i32,
         password: Bytes,
+    },
+    /// The session's client re-attached at server `owner`: the session is touched, and writes
+    /// its old connections send through another server fail with SESSIONMOVED.
+    Attach {
+        session: i64,
+        owner: u32,
     },
     CloseSession {
         session: i64,
@@ -29,6 +37,8 @@ pub enum Txn {
     /// A client write request: `body` is the jute request record of `op`.
     Op {
         session: i64,
+        /// The server whose client connection sent it (0: unknown, from an older log).
+        owner: u32,
         time_ms: i64,
         auth: Vec<Id>,
         op: i32,
@@ -57,13 +67,20 @@ impl Txn {
         match self {
             Txn::CreateSession {
                 session,
+                owner,
                 timeout_ms,
                 password,
             } => {
-                b.put_u8(1);
+                b.put_u8(9);
                 b.long(*session);
                 b.int(*timeout_ms);
                 b.buffer(password);
+                b.int(*owner as i32);
+            }
+            Txn::Attach { session, owner } => {
+                b.put_u8(11);
+                b.long(*session);
+                b.int(*owner as i32);
             }
             Txn::CloseSession { session } => {
                 b.put_u8(2);
@@ -78,12 +95,14 @@ impl Txn {
             }
             Txn::Op {
                 session,
+                owner,
                 time_ms,
                 auth,
                 op,
                 body,
             } => {
-                b.put_u8(4);
+                b.put_u8(10);
+                b.int(*owner as i32);
                 b.long(*session);
                 b.long(*time_ms);
                 b.int(auth.len() as i32);
@@ -126,10 +145,16 @@ impl Txn {
         let mut r = Reader::new(data);
         let kind = r.boolean_u8()?;
         Ok(match kind {
-            1 => Txn::CreateSession {
+            // 1 and 4 are the forms written before servers were named in them.
+            1 | 9 => Txn::CreateSession {
                 session: r.long()?,
                 timeout_ms: r.int()?,
                 password: r.buffer()?,
+                owner: if kind == 9 { r.int()? as u32 } else { 0 },
+            },
+            11 => Txn::Attach {
+                session: r.long()?,
+                owner: r.int()? as u32,
             },
             2 => Txn::CloseSession { session: r.long()? },
             3 => {
@@ -138,7 +163,8 @@ impl Txn {
                     sessions: (0..n).map(|_| r.long()).collect::<JResult<_>>()?,
                 }
             }
-            4 => {
+            4 | 10 => {
+                let owner = if kind == 10 { r.int()? as u32 } else { 0 };
                 let session = r.long()?;
                 let time_ms = r.long()?;
                 let n = r.count(8)?;
@@ -152,6 +178,7 @@ impl Txn {
                     .collect::<JResult<_>>()?;
                 Txn::Op {
                     session,
+                    owner,
                     time_ms,
                     auth,
                     op: r.int()?,

@@ -48,7 +48,13 @@ pub struct ZkMachine {
     pub digest: u64,
     /// The latest node time applied (see `node_time`): replicated state, kept in snapshots.
     pub clock_ms: i64,
+    /// What reads show at `/zookeeper/config` (local, not replicated; see `set_config`).
+    config_node: Option<tree::Node>,
     pub watches: Watches,
+    /// ZooKeeper's `zookeeper.enforceQuota`: creates and setData past a hard quota fail with
+    /// QUOTAEXCEEDED (crate::quota). Configuration, not replicated state: every replica
+    /// decides each write alike only if all of them have the same setting.
+    pub enforce_quota: bool,
     effects: Option<Box<dyn Effects>>,
 }
 
@@ -60,13 +66,35 @@ impl Default for ZkMachine {
             applied_zxid: 0,
             digest: 0,
             clock_ms: 0,
+            config_node: None,
             watches: Watches::new(100_000),
+            enforce_quota: false,
             effects: None,
         }
     }
 }
 
+/// The system node that holds the ensemble's configuration.
+pub const CONFIG_PATH: &str = "/zookeeper/config";
+
 impl ZkMachine {
+    /// Show `data` (ZooKeeper's dynamic-configuration text: `server.N=...` lines and
+    /// `version=...`) at `/zookeeper/config`, with the Stat ZooKeeper gives that node when
+    /// reconfiguration is disabled: version and aversion -1, mtime the time the server loaded
+    /// it. Local to this server, as in ZooKeeper (every server holds its own copy of the
+    /// static configuration); the replicated node keeps its place in the tree.
+    pub fn set_config(&mut self, data: bytes::Bytes, loaded_ms: i64) {
+        let Some(n) = self.tree.get(CONFIG_PATH) else {
+            return;
+        };
+        let mut n = n.clone();
+        n.data = Some(data);
+        n.stat.version = -1;
+        n.stat.aversion = -1;
+        n.stat.mtime = loaded_ms;
+        self.config_node = Some(n);
+    }
+
     pub fn set_effects(&mut self, e: Box<dyn Effects>) {
         self.effects = Some(e);
     }

@@ -1,7 +1,7 @@
 //! The read path: [`ZkMachine::read`] serves reads and local watch operations against this
 //! replica's state, and re-registers watches after a reconnect.
 
-use super::{Reply, ZkMachine};
+use super::{Reply, ZkMachine, CONFIG_PATH};
 use crate::jute::{err, event, op, write_acls, Id, JResult, JuteError, JuteWrite, Reader};
 use crate::path;
 use crate::tree;
@@ -16,12 +16,12 @@ impl ZkMachine {
             op::EXISTS => {
                 // Reads do not validate paths (a malformed one is just absent); exists alone
                 // rejects a NUL byte.
-                let p = r.string()?;
+                let p = root_if_empty(r.path()?);
                 let watch = r.boolean()?;
                 if p.contains('\0') {
                     return Ok(Reply::error(err::BAD_ARGUMENTS));
                 }
-                match self.tree.get(&p) {
+                match self.node(&p) {
                     Some(n) => {
                         if !tree::allowed(&n.acl, crate::jute::perms::READ, auth) {
                             return Ok(Reply::error(err::NO_AUTH));
@@ -42,18 +42,18 @@ impl ZkMachine {
                 }
             }
             op::GET_DATA => {
-                let p = r.string()?;
+                let p = root_if_empty(r.path()?);
                 let watch = r.boolean()?;
                 self.get_data(session, auth, &p, watch)
             }
             op::GET_CHILDREN | op::GET_CHILDREN2 => {
-                let p = r.string()?;
+                let p = root_if_empty(r.path()?);
                 let watch = r.boolean()?;
                 self.get_children(session, auth, &p, watch, op_code == op::GET_CHILDREN2)
             }
             op::GET_ACL => {
-                let p = r.string()?;
-                match self.tree.get(&p) {
+                let p = root_if_empty(r.path()?);
+                match self.node(&p) {
                     Some(n) => {
                         use crate::jute::perms;
                         let admin = tree::allowed(&n.acl, perms::ADMIN, auth);
@@ -82,13 +82,19 @@ impl ZkMachine {
                 }
             }
             op::GET_EPHEMERALS => {
+                // A blank prefix, or "/", means all (ZooKeeper trims it).
+                // (A null prefix reads as blank here, as ZooKeeper's readString gives null.)
                 let prefix = r.string()?;
+                let prefix = match prefix.trim() {
+                    "" | "/" => "/".to_string(),
+                    _ => prefix,
+                };
                 let mut b = BytesMut::new();
                 b.strings(&self.tree.ephemerals(session, &prefix));
                 Reply::ok(b)
             }
             op::GET_ALL_CHILDREN_NUMBER => {
-                let p = r.string()?;
+                let p = root_if_empty(r.path()?);
                 match self.tree.get(&p) {
                     Some(_) => {
                         let mut b = BytesMut::new();
@@ -107,8 +113,10 @@ impl ZkMachine {
                     if done {
                         break;
                     }
-                    let p = r.string()?;
-                    let watch = r.boolean()?;
+                    let p = r.path()?;
+                    // ZooKeeper reads the flag and sets no watch (multiRead never watches).
+                    let _watch = r.boolean()?;
+                    let watch = false;
                     let reply = match ty {
                         op::GET_DATA => self.get_data(session, auth, &p, watch),
                         op::GET_CHILDREN => self.get_children(session, auth, &p, watch, false),
@@ -132,7 +140,7 @@ impl ZkMachine {
                 Reply::ok(b)
             }
             op::ADD_WATCH => {
-                let p = r.string()?;
+                let p = r.path()?;
                 let mode = r.int()?;
                 if path::validate(&p, false).is_err() {
                     return Ok(Reply::error(err::BAD_ARGUMENTS));
@@ -140,7 +148,7 @@ impl ZkMachine {
                 let kind = match mode {
                     0 => watch::Kind::Persistent,
                     1 => watch::Kind::Recursive,
-                    _ => return Ok(Reply::error(err::BAD_ARGUMENTS)),
+                    _ => return Err(JuteError("addWatch mode")),
                 };
                 self.watches.add(session, kind, &p);
                 // ZooKeeper answers with an ErrorResponse (err = 0): 4 zero bytes, which the
@@ -150,19 +158,10 @@ impl ZkMachine {
                 Reply::ok(b)
             }
             op::CHECK_WATCHES | op::REMOVE_WATCHES => {
-                let p = r.string()?;
+                let p = r.path()?;
                 let ty = r.int()?;
-                let kinds: &[watch::Kind] = match ty {
-                    1 => &[watch::Kind::Child],
-                    2 => &[watch::Kind::Data],
-                    3 => &[
-                        watch::Kind::Child,
-                        watch::Kind::Data,
-                        watch::Kind::Persistent,
-                        watch::Kind::Recursive,
-                    ],
-                    _ => return Ok(Reply::error(err::BAD_ARGUMENTS)),
-                };
+                // ZooKeeper fails to read an unknown watcher type.
+                let kinds = watch::Kind::of_type(ty).ok_or(JuteError("watcher type"))?;
                 let mut found = false;
                 for &k in kinds {
                     found |= if op_code == op::REMOVE_WATCHES {
@@ -179,11 +178,11 @@ impl ZkMachine {
             }
             op::SET_WATCHES | op::SET_WATCHES2 => {
                 let rel = r.long()?;
-                let data = r.strings()?;
-                let exist = r.strings()?;
-                let child = r.strings()?;
+                let data = r.strict_strings()?;
+                let exist = r.strict_strings()?;
+                let child = r.strict_strings()?;
                 let (persistent, recursive) = if op_code == op::SET_WATCHES2 {
-                    (r.strings()?, r.strings()?)
+                    (r.strict_strings()?, r.strict_strings()?)
                 } else {
                     (Vec::new(), Vec::new())
                 };
@@ -210,8 +209,17 @@ impl ZkMachine {
         })
     }
 
+    /// The node at `p` as reads see it: the tree's, but for `/zookeeper/config`, which shows
+    /// the ensemble's configuration this server was started with (as ZooKeeper's does).
+    fn node(&self, p: &str) -> Option<&tree::Node> {
+        match &self.config_node {
+            Some(n) if p == CONFIG_PATH => Some(n),
+            _ => self.tree.get(p),
+        }
+    }
+
     fn get_data(&mut self, session: i64, auth: &[Id], p: &str, watch: bool) -> Reply {
-        match self.tree.get(p) {
+        match self.node(p) {
             Some(n) => {
                 if !tree::allowed(&n.acl, crate::jute::perms::READ, auth) {
                     return Reply::error(err::NO_AUTH);
@@ -308,5 +316,14 @@ impl ZkMachine {
                 e.watch(session, ty, &p, None);
             }
         }
+    }
+}
+
+/// ZooKeeper's tree keys the root as "" as well as "/": reads of "" see the root.
+fn root_if_empty(p: String) -> String {
+    if p.is_empty() {
+        "/".to_string()
+    } else {
+        p
     }
 }

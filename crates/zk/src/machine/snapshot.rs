@@ -12,6 +12,8 @@ use std::sync::Arc;
 const SESSIONS_TOUCHED: i32 = 1;
 /// Marks the section of the machine's node clock (`ZkMachine::clock_ms`).
 const NODE_CLOCK: i32 = 2;
+/// Marks the section of the sessions' owners (`tree::Session::owner`).
+const SESSION_OWNERS: i32 = 3;
 
 impl ZkMachine {
     /// Serialise the replicated state (not the watches: they are local).
@@ -48,6 +50,10 @@ impl ZkMachine {
             }
             b.int(NODE_CLOCK);
             b.long(clock_ms);
+            b.int(SESSION_OWNERS);
+            for s in tree.sessions.values() {
+                b.int(s.owner as i32);
+            }
             b.freeze()
         }
     }
@@ -114,6 +120,15 @@ impl ZkMachine {
                 return Err(JuteError("snapshot section"));
             }
             clock_ms = r.long()?;
+        }
+        if r.remaining() != 0 {
+            if r.int()? != SESSION_OWNERS {
+                return Err(JuteError("snapshot section"));
+            }
+            for id in &ids {
+                let owner = r.int()? as u32;
+                tree.attach_session(*id, owner);
+            }
         }
         if r.remaining() != 0 {
             return Err(JuteError("trailing bytes in snapshot"));

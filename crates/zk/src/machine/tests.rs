@@ -46,6 +46,7 @@ impl Harness {
         let mut h = Harness { m, slot: 0, events };
         h.txn(Txn::CreateSession {
             session: 1,
+            owner: 0,
             timeout_ms: 10_000,
             password: Bytes::from_static(b"0123456789abcdef"),
         });
@@ -58,6 +59,7 @@ impl Harness {
     fn op(&mut self, op: i32, body: Bytes) -> Reply {
         self.txn(Txn::Op {
             session: 1,
+            owner: 0,
             time_ms: 5_000 + self.slot as i64,
             auth: vec![],
             op,
@@ -81,6 +83,7 @@ fn txns_round_trip() {
     for t in [
         Txn::CreateSession {
             session: 9,
+            owner: 0,
             timeout_ms: 4000,
             password: Bytes::from_static(b"pw"),
         },
@@ -90,6 +93,7 @@ fn txns_round_trip() {
         },
         Txn::Op {
             session: 9,
+            owner: 0,
             time_ms: 77,
             auth: vec![Id {
                 scheme: "digest".into(),
@@ -258,6 +262,7 @@ fn duties_decided_twice_or_late_are_harmless() {
     let mut h = Harness::new();
     h.txn(Txn::CreateSession {
         session: 2,
+        owner: 0,
         timeout_ms: 10_000,
         password: Bytes::from_static(b"0123456789abcdef"),
     });
@@ -327,6 +332,7 @@ fn duties_decided_twice_or_late_are_harmless() {
     // A reap decided twice removes the node once; the second finds nothing due.
     h.txn(Txn::CreateSession {
         session: 3,
+        owner: 0,
         timeout_ms: 10_000,
         password: Bytes::from_static(b"0123456789abcdef"),
     });
@@ -334,6 +340,7 @@ fn duties_decided_twice_or_late_are_harmless() {
         h.slot += 1;
         let t = Txn::Op {
             session: 3,
+            owner: 0,
             time_ms: 5_000 + h.slot as i64,
             auth: vec![],
             op: code,
@@ -384,6 +391,10 @@ fn snapshots_keep_last_touches_and_clock_and_read_the_older_formats() {
     r.restore(h.slot, data.clone()).unwrap();
     assert_eq!(r.tree.sessions[&1].touched, touched);
     assert_eq!(r.clock_ms, 1_234);
+    assert_eq!(r.tree.sessions[&1].owner, 0);
+    // The owners' section: a marker and one int per session.
+    let owners = 4 + 4 * h.m.tree.sessions.len();
+    let data = data.slice(..data.len() - owners);
     // Without the clock section (an int and a long): the clock restarts from the tree.
     let mut r = ZkMachine::default();
     r.restore(h.slot, data.slice(..data.len() - 12)).unwrap();
@@ -415,6 +426,7 @@ fn node_times_are_monotonic_and_null_data_is_kept() {
         b.int(mode::PERSISTENT);
         h.txn(Txn::Op {
             session: 1,
+            owner: 0,
             time_ms,
             auth: vec![],
             op: op::CREATE,
@@ -425,7 +437,10 @@ fn node_times_are_monotonic_and_null_data_is_kept() {
     assert_eq!(at(&mut h, "/a", 5_000, Some(b"x")).unwrap().0, 5_000);
     // A replica whose clock is behind proposes an earlier time: the node gets the later one.
     assert_eq!(at(&mut h, "/b", 4_000, None).unwrap(), (5_000, None));
-    assert_eq!(at(&mut h, "/c", 6_000, Some(b"")).unwrap(), (6_000, Some(Bytes::new())));
+    assert_eq!(
+        at(&mut h, "/c", 6_000, Some(b"")).unwrap(),
+        (6_000, Some(Bytes::new()))
+    );
     let b = h.m.read(1, &[], op::GET_DATA, {
         let mut r = BytesMut::new();
         r.string("/b");

@@ -47,18 +47,30 @@ enum WriteOp {
 fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
     Ok(match op_code {
         op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
-            let path = r.string()?;
+            let path = r.path()?;
             let data = r.opt_buffer()?;
             let acl = read_acls(r)?;
-            let mut flags = r.int()?;
+            // createContainer always makes a container (ZooKeeper's CreateContainerTxn), named
+            // sequentially if its flags say so; a TTL mode is refused later, as for create.
+            let flags = match (op_code, r.int()?) {
+                (
+                    op::CREATE_CONTAINER,
+                    crate::jute::mode::PERSISTENT_SEQUENTIAL
+                    | crate::jute::mode::EPHEMERAL_SEQUENTIAL,
+                ) => crate::jute::mode::CONTAINER_SEQUENTIAL,
+                (
+                    op::CREATE_CONTAINER,
+                    f @ (crate::jute::mode::PERSISTENT_WITH_TTL
+                    | crate::jute::mode::PERSISTENT_SEQUENTIAL_WITH_TTL),
+                ) => f,
+                (op::CREATE_CONTAINER, _) => crate::jute::mode::CONTAINER,
+                (_, f) => f,
+            };
             let ttl = if op_code == op::CREATE_TTL {
                 r.long()?
             } else {
                 0
             };
-            if op_code == op::CREATE_CONTAINER {
-                flags = crate::jute::mode::CONTAINER;
-            }
             WriteOp::Create {
                 path,
                 data,
@@ -68,17 +80,17 @@ fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
                 op: op_code,
             }
         }
-        op::DELETE | op::DELETE_CONTAINER => WriteOp::Delete {
-            path: r.string()?,
+        op::DELETE => WriteOp::Delete {
+            path: r.path()?,
             version: r.int()?,
         },
         op::SET_DATA => WriteOp::SetData {
-            path: r.string()?,
+            path: r.path()?,
             data: r.opt_buffer()?,
             version: r.int()?,
         },
         op::CHECK => WriteOp::Check {
-            path: r.string()?,
+            path: r.path()?,
             version: r.int()?,
         },
         _ => return Err(JuteError("operation not allowed here")),
@@ -101,13 +113,24 @@ impl ZkMachine {
         let reply = match txn {
             Txn::CreateSession {
                 session,
+                owner,
                 timeout_ms,
                 password,
             } => {
                 self.tree.create_session(session, timeout_ms, password);
                 self.tree.touch_session(session, slot);
+                self.tree.attach_session(session, owner);
                 if let Some(e) = &self.effects {
                     e.touched(&[session]);
+                }
+                Reply::ok(BytesMut::new())
+            }
+            Txn::Attach { session, owner } => {
+                if self.tree.touch_session(session, slot) {
+                    self.tree.attach_session(session, owner);
+                    if let Some(e) = &self.effects {
+                        e.touched(&[session]);
+                    }
                 }
                 Reply::ok(BytesMut::new())
             }
@@ -193,13 +216,19 @@ impl ZkMachine {
             }
             Txn::Op {
                 session,
+                owner,
                 time_ms,
                 auth,
                 op,
                 body,
             } => {
-                if !self.tree.sessions.contains_key(&session) {
+                let attached = self.tree.sessions.get(&session).map(|s| s.owner);
+                if attached.is_none() {
                     Reply::error(err::SESSION_EXPIRED)
+                } else if owner != 0 && attached.is_some_and(|a| a != 0 && a != owner) {
+                    // Sent by a connection the session has since left for another server
+                    // (ZooKeeper's leader checks the session's owner alike).
+                    Reply::error(err::SESSION_MOVED)
                 } else {
                     let time_ms = self.node_time(time_ms);
                     self.apply_op(session, time_ms, &auth, op, body, zxid, &mut changes)
@@ -288,6 +317,9 @@ impl ZkMachine {
                 }
                 self.multi(session, time, auth, ops, zxid, changes)
             }
+            // Only the server deletes containers (Txn::Reap): ZooKeeper reads a client's
+            // request as a path that cannot be valid.
+            op::DELETE_CONTAINER => Reply::error(err::BAD_ARGUMENTS),
             op::SYNC => {
                 let p = r.string().unwrap_or_default();
                 let mut b = BytesMut::new();
@@ -295,8 +327,7 @@ impl ZkMachine {
                 Reply::ok(b)
             }
             op::SET_ACL => {
-                let (p, acl, version) = match (|| Ok((r.string()?, read_acls(&mut r)?, r.int()?)))()
-                {
+                let (p, acl, version) = match (|| Ok((r.path()?, read_acls(&mut r)?, r.int()?)))() {
                     Ok(x) => x,
                     Err(JuteError(_)) => return Reply::error(err::MARSHALLING_ERROR),
                 };
@@ -311,8 +342,17 @@ impl ZkMachine {
             }
             _ => match read_write_op(op_code, &mut r) {
                 Ok(o) => {
-                    let out =
-                        Self::write_one(&mut self.tree, session, time, auth, o, zxid, changes);
+                    let enforce = self.enforce_quota;
+                    let out = Self::write_one(
+                        &mut self.tree,
+                        session,
+                        time,
+                        auth,
+                        o,
+                        zxid,
+                        enforce,
+                        changes,
+                    );
                     match out {
                         Ok(body) => Reply::ok(body),
                         Err(e) => Reply::error(e),
@@ -323,7 +363,8 @@ impl ZkMachine {
         }
     }
 
-    /// One write on `tree`; the response record on success.
+    /// One write on `tree`; the response record on success. With `enforce_quota`, creates
+    /// and setData past a hard quota fail (QUOTAEXCEEDED).
     #[allow(clippy::too_many_arguments)]
     fn write_one(
         tree: &mut Tree,
@@ -332,6 +373,7 @@ impl ZkMachine {
         auth: &[Id],
         o: WriteOp,
         zxid: i64,
+        enforce_quota: bool,
         changes: &mut Vec<Change>,
     ) -> Result<BytesMut, i32> {
         let mut b = BytesMut::new();
@@ -362,7 +404,7 @@ impl ZkMachine {
                 {
                     return Err(err::BAD_ARGUMENTS);
                 }
-                let (p, stat) = tree.create(
+                let (p, stat) = tree.create_quota(
                     CreateArgs {
                         path: &path,
                         data,
@@ -374,6 +416,7 @@ impl ZkMachine {
                         zxid,
                         time,
                     },
+                    enforce_quota,
                     changes,
                 )?;
                 b.string(&p);
@@ -389,7 +432,16 @@ impl ZkMachine {
                 data,
                 version,
             } => tree
-                .set_data(&path, data, version, auth, zxid, time, changes)?
+                .set_data_quota(
+                    &path,
+                    data,
+                    version,
+                    auth,
+                    zxid,
+                    time,
+                    enforce_quota,
+                    changes,
+                )?
                 .write(&mut b),
             WriteOp::Check { path, version } => tree.check(&path, version, auth)?,
         }
@@ -398,7 +450,9 @@ impl ZkMachine {
 
     /// All or nothing: the ops run on a scratch copy of the tree, kept only if all succeed.
     /// On failure the ops before the failing one report OK, the failing one its error, the ops
-    /// after it RUNTIMEINCONSISTENCY, each as an error result.
+    /// after it RUNTIMEINCONSISTENCY, each as an error result. Each op's quota check sees the
+    /// ops before it (ZooKeeper's leader checks every op against the tree as committed before
+    /// the multi, so a multi can pass a hard quota there; here it cannot).
     fn multi(
         &mut self,
         session: i64,
@@ -421,6 +475,7 @@ impl ZkMachine {
                 auth,
                 o,
                 zxid,
+                self.enforce_quota,
                 &mut scratch_changes,
             ) {
                 Ok(body) => results.push((ty, body)),
