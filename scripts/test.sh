@@ -37,6 +37,27 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
   fi
 fi
 
+echo "== ZooKeeper compatibility: the Java clients (tests/zk/java: Curator 5.9 and the ZooKeeper 3.9 Java client, from Maven Central)"
+if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven default-jdk-headless >/dev/null
+  else
+    echo "Maven and a JDK 17+ are needed for the Java client tests: sudo apt-get install maven default-jdk-headless" >&2
+    exit 1
+  fi
+fi
+(cd tests/zk/java && mvn -q -B package -DskipTests)
+export ZK_JAVA_REQUIRED=1   # a missing mvn or java fails the Java tests rather than skipping them
+
+echo "== ZooKeeper compatibility: the Go client (tests/zk/go: go-zookeeper, from the Go module proxy)"
+export PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null 2>&1; then
+  echo "Go (>= 1.22) is needed for tests/zk/test_go.py: https://go.dev/dl" >&2
+  exit 1
+fi
+(cd tests/zk/go && GOFLAGS=-mod=mod GOTOOLCHAIN=local go build -o ../../../target/zkgo .)
+
 echo "== ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
 ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 

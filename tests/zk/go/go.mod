@@ -1,0 +1,5 @@
+module synod.test/zkgo
+
+go 1.22
+
+require github.com/go-zookeeper/zk v1.0.4
