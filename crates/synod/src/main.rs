@@ -44,11 +44,21 @@ enum Command {
     Soak(soak::SoakArgs),
     /// The native key-value API (SconeKV): view, get, put, del, cas, and transaction scripts.
     Kv(kv_cli::KvArgs),
+    /// Print ZooKeeper's digest identity of `user:password` (for `[zookeeper] super_digest`
+    /// and digest ACLs).
+    Digest {
+        /// The credential, `user:password`.
+        credential: String,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
+        Command::Digest { credential } => {
+            println!("{}", synod_server::front::digest_id(&credential));
+            0
+        }
         Command::Server(args) => match server::run(args) {
             Ok(()) => 0,
             Err(e) => {

@@ -376,6 +376,14 @@ impl Config {
         {
             bail!("config key zookeeper.max_session_timeout_ms: must be at least min_session_timeout_ms (> 0)");
         }
+        if let Some(d) = &self.zookeeper.super_digest {
+            let valid = d
+                .split_once(':')
+                .is_some_and(|(user, hash)| !user.is_empty() && hash.len() == 28);
+            if !valid {
+                bail!("config key zookeeper.super_digest: must be user:base64(sha1(user:password)), as `synod digest user:password` prints it");
+            }
+        }
         if self.zookeeper.handshake_timeout_ms == 0 || self.zookeeper.write_timeout_ms == 0 {
             bail!("config key zookeeper.handshake_timeout_ms / write_timeout_ms: must be positive");
         }
@@ -603,6 +611,10 @@ mod tests {
         assert!(e.contains("batch.max_commands"), "{e}");
         let e = Config::load(None, &[]).unwrap_err().to_string();
         assert!(e.contains("cluster_id"), "{e}");
+        let e = load(&["zookeeper.super_digest=\"super\""]).unwrap_err().to_string();
+        assert!(e.contains("zookeeper.super_digest"), "{e}");
+        let ok = load(&["zookeeper.super_digest=\"super:D/InIHSb7yEEbrWz8b9l71RjZJU=\""]);
+        assert!(ok.is_ok());
     }
 
     #[test]
