@@ -350,6 +350,13 @@ impl Paxos {
 
     fn compute_view(&self) -> View {
         match self.status {
+            // A backup whose primary has gone silent (a pre-vote is running) is not part of an
+            // established order until it hears its primary or a new view installs: its clients
+            // should go elsewhere (or, cut off, to read-only mode) rather than wait on writes
+            // that cannot be ordered. Only the view reported changes, not the protocol state.
+            Status::Normal if self.suspect.is_some() && !self.is_primary() => {
+                View::electing(self.hard.promised)
+            }
             Status::Normal => {
                 let p = self.primary_of(self.hard.installed);
                 View {

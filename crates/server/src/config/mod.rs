@@ -611,7 +611,9 @@ mod tests {
         assert!(e.contains("batch.max_commands"), "{e}");
         let e = Config::load(None, &[]).unwrap_err().to_string();
         assert!(e.contains("cluster_id"), "{e}");
-        let e = load(&["zookeeper.super_digest=\"super\""]).unwrap_err().to_string();
+        let e = load(&["zookeeper.super_digest=\"super\""])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("zookeeper.super_digest"), "{e}");
         let ok = load(&["zookeeper.super_digest=\"super:D/InIHSb7yEEbrWz8b9l71RjZJU=\""]);
         assert!(ok.is_ok());
