@@ -247,3 +247,17 @@ def jbuf(b):
 
 
 OPEN_ACL = struct.pack("!i", 1) + struct.pack("!i", 31) + jstr("world") + jstr("anyone")
+
+
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+
+
+def zkcli(cluster, *args):
+    """Run Debian's zkCli.sh against server 1 of the cluster; its output."""
+    if not os.path.exists(ZKCLI):
+        pytest.skip("zkCli.sh is not installed (apt-get install zookeeper)")
+    out = subprocess.run(
+        [ZKCLI, "-server", "127.0.0.1:%d" % cluster.client_port(1), *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    return out.stdout + out.stderr

@@ -22,20 +22,9 @@ from kazoo.exceptions import (
 )
 
 import conftest
-from conftest import TARGET, four_letter
+from conftest import TARGET, four_letter, zkcli
 
-ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 QUOTA = "/zookeeper/quota"
-
-
-def zkcli(cluster, *args):
-    if not os.path.exists(ZKCLI):
-        pytest.skip("zkCli.sh is not installed (apt-get install zookeeper)")
-    out = subprocess.run(
-        [ZKCLI, "-server", "127.0.0.1:%d" % cluster.client_port(1), *args],
-        capture_output=True, text=True, timeout=60,
-    )
-    return out.stdout + out.stderr
 
 
 def client(cluster):

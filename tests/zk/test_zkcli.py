@@ -1,22 +1,8 @@
 """zkCli.sh from Debian's zookeeper package against the cluster."""
 
-import os
-import subprocess
 import uuid
 
-import pytest
-
-ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
-
-
-def zkcli(cluster, *args):
-    if not os.path.exists(ZKCLI):
-        pytest.skip("zkCli.sh is not installed (apt-get install zookeeper)")
-    out = subprocess.run(
-        [ZKCLI, "-server", "127.0.0.1:%d" % cluster.client_port(1), *args],
-        capture_output=True, text=True, timeout=60,
-    )
-    return out.stdout + out.stderr
+from conftest import zkcli
 
 
 def test_zkcli_create_list_get_set_delete(cluster):

@@ -359,45 +359,10 @@ pub(crate) async fn read_body<R: tokio::io::AsyncRead + Unpin>(
     Ok(body)
 }
 
-/// Log at most one warning per second for a flood of similar events (e.g. refused
-/// connections); the number suppressed since the last one is reported with the next.
-pub(crate) struct RateLimitedWarn {
-    last_ms: std::sync::atomic::AtomicI64,
-    suppressed: std::sync::atomic::AtomicU64,
-}
-
-impl RateLimitedWarn {
-    pub(crate) const fn new() -> Self {
-        Self {
-            last_ms: std::sync::atomic::AtomicI64::new(0),
-            suppressed: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-    /// Some(number suppressed since the last warning) when a warning may be logged now.
-    pub(crate) fn check(&self) -> Option<u64> {
-        use std::sync::atomic::Ordering;
-        let now = now_ms();
-        let last = self.last_ms.load(Ordering::Relaxed);
-        if now - last >= 1_000
-            && self
-                .last_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            Some(self.suppressed.swap(0, Ordering::Relaxed))
-        } else {
-            self.suppressed.fetch_add(1, Ordering::Relaxed);
-            None
-        }
-    }
-}
+pub(crate) use synod_zk::ratelimit::RateLimitedWarn;
 
 /// Wall-clock milliseconds since the Unix epoch (ZooKeeper's ctime/mtime).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use synod_zk::ratelimit::now_ms;
 
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};

@@ -7,5 +7,6 @@ pub mod jute;
 pub mod machine;
 pub mod path;
 pub mod quota;
+pub mod ratelimit;
 pub mod tree;
 pub mod watch;

@@ -25,11 +25,11 @@
 //! need nothing more, and a tree without any quota pays one lookup per write.
 
 use crate::path;
+use crate::ratelimit::{now_ms, RateLimitedWarn};
 use crate::tree::Tree;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// KeeperException.Code.QUOTAEXCEEDED.
 pub const QUOTA_EXCEEDED: i32 = -125;
@@ -157,39 +157,7 @@ impl std::fmt::Display for StatsTrack {
     }
 }
 
-/// At most one warning a second (for broken quota nodes), with the number suppressed since.
-struct RateLimited {
-    last_ms: AtomicI64,
-    suppressed: AtomicU64,
-}
-
-impl RateLimited {
-    const fn new() -> Self {
-        RateLimited {
-            last_ms: AtomicI64::new(i64::MIN),
-            suppressed: AtomicU64::new(0),
-        }
-    }
-    /// Some(number suppressed) when a warning may be logged now. Only logging depends on the
-    /// clock, never the state.
-    fn check(&self) -> Option<u64> {
-        let now = now_ms();
-        let last = self.last_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 1_000
-            && self
-                .last_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            Some(self.suppressed.swap(0, Ordering::Relaxed))
-        } else {
-            self.suppressed.fetch_add(1, Ordering::Relaxed);
-            None
-        }
-    }
-}
-
-static BROKEN: RateLimited = RateLimited::new();
+static BROKEN: RateLimitedWarn = RateLimitedWarn::new();
 
 /// ZooKeeper's RateLogger for "Quota exceeded" warnings: a message is logged at once unless it
 /// repeats the previous one; repeats are counted and logged as `[N times]` at most every
@@ -229,12 +197,6 @@ impl RateLogger {
 static EXCEEDED: RateLogger = RateLogger {
     last: std::sync::Mutex::new(None),
 };
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 fn warn_broken(what: &str, node: &str) {
     if let Some(n) = BROKEN.check() {
