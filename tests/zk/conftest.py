@@ -73,6 +73,11 @@ class Cluster:
             time.sleep(0.2)
         raise RuntimeError("cluster not ready: %s" % [self.mode(i) for i in ids])
 
+    def serving_servers(self):
+        """The servers that serve now (a test that needs particular servers picks among them:
+        ZooKeeper 3.8.0 leaves a server unable to serve after some hostile requests)."""
+        return [i for i in range(1, self.n + 1) if self.mode(i) in ("leader", "follower", "standalone")]
+
     def leader(self):
         for i in self.procs:
             if self.mode(i) == "leader":

@@ -648,6 +648,8 @@ def test_close_session_is_answered_and_top_level_check_is_refused(cluster, zk, b
         raw.s.settimeout(2)
         raw.call(11)
     raw.close()
+    # (ZooKeeper 3.8.0's ensemble then stops serving this server for good, ZOOKEEPER-2623;
+    # later tests use the servers that serve: conftest.serving_servers.)
 
 
 def test_multi_reports_container_creates_as_create2(cluster, zk, base):

@@ -207,7 +207,7 @@ def test_mntr_shows_quota_gauges_per_namespace(cluster):
             "zk_%s_quota_count_usage_per_namespace" % ns: "2",
             "zk_%s_quota_bytes_usage_per_namespace" % ns: "2",
         }
-        for i in range(1, cluster.n + 1):
+        for i in cluster.serving_servers():
             deadline = time.time() + 10
             while True:
                 got = dict(

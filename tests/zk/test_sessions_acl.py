@@ -21,22 +21,24 @@ def create_body(path, data=b""):
 
 def test_old_connection_of_a_moved_session_is_closed_by_its_next_write(cluster):
     base = "/moved-%d" % os.getpid()
-    old = RawZK(cluster.client_port(1))
+    first, second = cluster.serving_servers()[:2]
+    old = RawZK(cluster.client_port(first))
     try:
         err, _ = old.call(CREATE, create_body(base))
         assert err == 0
-        # The same session re-attaches at server 2 (as a client does when it moves); the old
-        # connection at server 1 is still open.
+        # The same session re-attaches at another server (as a client does when it moves); the old
+        # connection at the first server is still open.
         deadline = time.time() + 20
         while True:
             try:
-                new = RawZK(cluster.client_port(2), session=old.session, passwd=old.passwd, last_zxid=old.zxid)
+                new = RawZK(cluster.client_port(second), session=old.session, passwd=old.passwd,
+                            last_zxid=old.zxid)
                 if new.session == old.session:
                     break
                 new.close()
             except (ConnectionError, OSError):
                 pass
-            assert time.time() < deadline, "server 2 never took the session"
+            assert time.time() < deadline, "server %d never took the session" % second
             time.sleep(0.2)
         try:
             err, _ = new.call(CREATE, create_body(base + "/from-new"))
