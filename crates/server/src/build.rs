@@ -90,8 +90,7 @@ pub(crate) fn build(
     };
     built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
-    let mut machine = ZooKeeper::new(zk.family.zxids());
-    machine.enforce_quota = cfg.zookeeper.enforce_quota;
+    let machine = ZooKeeper::new(zk.family.zxids());
     let served = group(cfg, &zk, machine, wal_dir, zk_ops, metrics, &mut built)?;
     built.zookeeper = served;
     for g in &cfg.groups {

@@ -195,6 +195,7 @@ fn txns() -> Vec<Vec<u8>> {
             Txn::Op {
                 session: 1,
                 owner: 0,
+                enforce_quota: false,
                 time_ms: 77,
                 auth: vec![Id {
                     scheme: "digest".into(),
@@ -237,6 +238,7 @@ impl State {
             s.apply(&Txn::Op {
                 session: 1,
                 owner: 0,
+                enforce_quota: false,
                 time_ms: 1,
                 auth: vec![],
                 op: op::CREATE,
@@ -276,7 +278,7 @@ proptest! {
         bounded(body.len(), || {
             let _ = s.m.read(1, &auth, code, body.clone());
         });
-        let txn = Txn::Op { session: 1, owner: 0, time_ms: 5, auth: auth.to_vec(), op: code, body: body.clone() };
+        let txn = Txn::Op { session: 1, owner: 0, enforce_quota: false, time_ms: 5, auth: auth.to_vec(), op: code, body: body.clone() };
         let payload = txn.encode();
         bounded(payload.len(), || {
             let _ = s.apply_raw(&payload);
@@ -296,7 +298,7 @@ proptest! {
         bounded(body.len(), || {
             let _ = s.m.read(1, &[], code, body.clone());
         });
-        let payload = Txn::Op { session: 1, owner: 0, time_ms: 5, auth: vec![], op: code, body: body.clone() }.encode();
+        let payload = Txn::Op { session: 1, owner: 0, enforce_quota: false, time_ms: 5, auth: vec![], op: code, body: body.clone() }.encode();
         bounded(payload.len(), || {
             let _ = s.apply_raw(&payload);
         });
@@ -357,6 +359,7 @@ fn forged_lengths_in_every_position_are_errors_without_allocation() {
                 let payload = Txn::Op {
                     session: 1,
                     owner: 0,
+                    enforce_quota: false,
                     time_ms: 5,
                     auth: vec![],
                     op: *code,

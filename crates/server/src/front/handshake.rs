@@ -191,6 +191,7 @@ impl Front {
                 .submit(Txn::Attach {
                     session: session_id,
                     owner: self.cfg.node_id,
+                    password: passwd.clone(),
                 })
                 .await;
             if let Err(e) = touched {
@@ -279,6 +280,15 @@ impl Front {
         let mut s = self.sessions.lock().expect("sessions");
         if s.get(&session).is_some_and(|ls| ls.conn == conn) {
             s.remove(&session);
+        }
+        drop(s);
+        if read_only_session {
+            // A session local to this read-only server is never closed through the log: its
+            // watches go with its connection.
+            let mut m = self.machine.lock().expect("machine");
+            if m.session(session).is_none() {
+                m.watches.drop_session(session);
+            }
         }
         why
     }

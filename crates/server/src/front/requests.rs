@@ -98,6 +98,7 @@ impl Front {
                         Txn::Op {
                             session,
                             owner: self.cfg.node_id,
+                            enforce_quota: self.cfg.tuning.enforce_quota,
                             time_ms: now_ms(),
                             auth: auth.clone(),
                             op: code,

@@ -14,11 +14,14 @@ pub enum Txn {
         timeout_ms: i32,
         password: Bytes,
     },
-    /// The session's client re-attached at server `owner`: the session is touched, and writes
-    /// its old connections send through another server fail with SESSIONMOVED.
+    /// The session's client re-attached at server `owner` with `password`: if it is the
+    /// session's, the session is touched, and writes its old connections send through another
+    /// server fail with SESSIONMOVED. A wrong password changes nothing (anyone may name a
+    /// session id: they are not secret).
     Attach {
         session: i64,
         owner: u32,
+        password: Bytes,
     },
     CloseSession {
         session: i64,
@@ -39,6 +42,9 @@ pub enum Txn {
         session: i64,
         /// The server whose client connection sent it (0: unknown, from an older log).
         owner: u32,
+        /// The proposer's `enforce_quota` setting: every replica decides QUOTAEXCEEDED alike,
+        /// whatever its own configuration says.
+        enforce_quota: bool,
         time_ms: i64,
         auth: Vec<Id>,
         op: i32,
@@ -77,10 +83,15 @@ impl Txn {
                 b.buffer(password);
                 b.int(*owner as i32);
             }
-            Txn::Attach { session, owner } => {
+            Txn::Attach {
+                session,
+                owner,
+                password,
+            } => {
                 b.put_u8(11);
                 b.long(*session);
                 b.int(*owner as i32);
+                b.buffer(password);
             }
             Txn::CloseSession { session } => {
                 b.put_u8(2);
@@ -96,6 +107,7 @@ impl Txn {
             Txn::Op {
                 session,
                 owner,
+                enforce_quota,
                 time_ms,
                 auth,
                 op,
@@ -103,6 +115,7 @@ impl Txn {
             } => {
                 b.put_u8(10);
                 b.int(*owner as i32);
+                b.boolean(*enforce_quota);
                 b.long(*session);
                 b.long(*time_ms);
                 b.int(auth.len() as i32);
@@ -155,6 +168,7 @@ impl Txn {
             11 => Txn::Attach {
                 session: r.long()?,
                 owner: r.int()? as u32,
+                password: r.buffer()?,
             },
             2 => Txn::CloseSession { session: r.long()? },
             3 => {
@@ -164,7 +178,11 @@ impl Txn {
                 }
             }
             4 | 10 => {
-                let owner = if kind == 10 { r.int()? as u32 } else { 0 };
+                let (owner, enforce_quota) = if kind == 10 {
+                    (r.int()? as u32, r.boolean()?)
+                } else {
+                    (0, false)
+                };
                 let session = r.long()?;
                 let time_ms = r.long()?;
                 let n = r.count(8)?;
@@ -179,6 +197,7 @@ impl Txn {
                 Txn::Op {
                     session,
                     owner,
+                    enforce_quota,
                     time_ms,
                     auth,
                     op: r.int()?,

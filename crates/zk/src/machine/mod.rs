@@ -51,9 +51,9 @@ pub struct ZkMachine {
     /// What reads show at `/zookeeper/config` (local, not replicated; see `set_config`).
     config_node: Option<tree::Node>,
     pub watches: Watches,
-    /// ZooKeeper's `zookeeper.enforceQuota`: creates and setData past a hard quota fail with
-    /// QUOTAEXCEEDED (crate::quota). Configuration, not replicated state: every replica
-    /// decides each write alike only if all of them have the same setting.
+    /// ZooKeeper's `zookeeper.enforceQuota` for the write being applied: creates and setData
+    /// past a hard quota fail with QUOTAEXCEEDED (crate::quota). Set from the transaction (the
+    /// proposer's configuration), so every replica decides each write alike.
     pub enforce_quota: bool,
     effects: Option<Box<dyn Effects>>,
 }

@@ -60,6 +60,7 @@ impl Harness {
         self.txn(Txn::Op {
             session: 1,
             owner: 0,
+            enforce_quota: false,
             time_ms: 5_000 + self.slot as i64,
             auth: vec![],
             op,
@@ -88,12 +89,18 @@ fn txns_round_trip() {
             password: Bytes::from_static(b"pw"),
         },
         Txn::CloseSession { session: 9 },
+        Txn::Attach {
+            session: 9,
+            owner: 3,
+            password: Bytes::from_static(b"pw"),
+        },
         Txn::Touch {
             sessions: vec![1, 2, 3],
         },
         Txn::Op {
             session: 9,
             owner: 0,
+            enforce_quota: false,
             time_ms: 77,
             auth: vec![Id {
                 scheme: "digest".into(),
@@ -341,6 +348,7 @@ fn duties_decided_twice_or_late_are_harmless() {
         let t = Txn::Op {
             session: 3,
             owner: 0,
+            enforce_quota: false,
             time_ms: 5_000 + h.slot as i64,
             auth: vec![],
             op: code,
@@ -427,6 +435,7 @@ fn node_times_are_monotonic_and_null_data_is_kept() {
         h.txn(Txn::Op {
             session: 1,
             owner: 0,
+            enforce_quota: false,
             time_ms,
             auth: vec![],
             op: op::CREATE,
@@ -456,4 +465,48 @@ fn node_times_are_monotonic_and_null_data_is_kept() {
     m.restore(h.slot, data).unwrap();
     assert_eq!(m.clock_ms, 6_000);
     assert_eq!(m.tree.get("/b").unwrap().data, None);
+}
+
+/// A re-attachment moves the session's owner only with the session's password: session ids are
+/// not secret, and a wrong password must neither touch the session nor make its client's writes
+/// fail with SESSIONMOVED.
+#[test]
+fn attach_needs_the_password_and_moves_the_owner() {
+    let mut h = Harness::new();
+    let pw = h.m.tree.sessions[&1].password.clone();
+    let before = h.m.tree.sessions[&1].touched;
+    h.txn(Txn::Attach {
+        session: 1,
+        owner: 9,
+        password: Bytes::from_static(b"guess"),
+    });
+    assert_eq!(h.m.tree.sessions[&1].owner, 0);
+    assert_eq!(h.m.tree.sessions[&1].touched, before);
+    h.txn(Txn::Attach {
+        session: 1,
+        owner: 2,
+        password: pw,
+    });
+    assert_eq!(h.m.tree.sessions[&1].owner, 2);
+    // A write from a connection at another server: SESSIONMOVED; from the owner: applied.
+    let write = |h: &mut Harness, owner: u32, p: &str| {
+        h.txn(Txn::Op {
+            session: 1,
+            owner,
+            enforce_quota: false,
+            time_ms: 1,
+            auth: vec![],
+            op: op::CREATE,
+            body: create_body(p, b"", mode::PERSISTENT),
+        })
+        .err
+    };
+    assert_eq!(write(&mut h, 1, "/old"), err::SESSION_MOVED);
+    assert_eq!(write(&mut h, 2, "/new"), err::OK);
+    // A client's flags never name the internal sequential-container mode.
+    let r = h.op(
+        op::CREATE,
+        create_body("/c", b"", mode::CONTAINER_SEQUENTIAL),
+    );
+    assert_eq!(r.err, err::BAD_ARGUMENTS);
 }

@@ -64,6 +64,8 @@ fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
                     | crate::jute::mode::PERSISTENT_SEQUENTIAL_WITH_TTL),
                 ) => f,
                 (op::CREATE_CONTAINER, _) => crate::jute::mode::CONTAINER,
+                // The internal value is not a wire flag: refused like any unknown one.
+                (_, crate::jute::mode::CONTAINER_SEQUENTIAL) => i32::MIN,
                 (_, f) => f,
             };
             let ttl = if op_code == op::CREATE_TTL {
@@ -125,8 +127,17 @@ impl ZkMachine {
                 }
                 Reply::ok(BytesMut::new())
             }
-            Txn::Attach { session, owner } => {
-                if self.tree.touch_session(session, slot) {
+            Txn::Attach {
+                session,
+                owner,
+                password,
+            } => {
+                let known = self
+                    .tree
+                    .sessions
+                    .get(&session)
+                    .is_some_and(|s| s.password == password);
+                if known && self.tree.touch_session(session, slot) {
                     self.tree.attach_session(session, owner);
                     if let Some(e) = &self.effects {
                         e.touched(&[session]);
@@ -217,11 +228,13 @@ impl ZkMachine {
             Txn::Op {
                 session,
                 owner,
+                enforce_quota,
                 time_ms,
                 auth,
                 op,
                 body,
             } => {
+                self.enforce_quota = enforce_quota;
                 let attached = self.tree.sessions.get(&session).map(|s| s.owner);
                 if attached.is_none() {
                     Reply::error(err::SESSION_EXPIRED)
@@ -273,8 +286,15 @@ impl ZkMachine {
             }
             let acl = match c {
                 Change::Deleted(_, acl) => Some(acl),
+                // The node's ACL now, or, if a multi deleted it again, the ACL it had then:
+                // never unfiltered.
                 Change::Created(p) | Change::DataChanged(p) | Change::ChildrenChanged(p) => {
-                    self.tree.get(p).map(|n| &n.acl)
+                    self.tree.get(p).map(|n| &n.acl).or_else(|| {
+                        changes.iter().find_map(|d| match d {
+                            Change::Deleted(q, acl) if q == p => Some(acl),
+                            _ => None,
+                        })
+                    })
                 }
             };
             if let Some(e) = &self.effects {

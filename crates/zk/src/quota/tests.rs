@@ -281,6 +281,8 @@ struct Machine {
     m: ZkMachine,
     slot: u64,
     session: i64,
+    /// The proposer's enforce_quota setting, carried in every write.
+    enforce: bool,
 }
 
 impl Machine {
@@ -289,8 +291,8 @@ impl Machine {
             m: ZkMachine::default(),
             slot: 0,
             session: 1,
+            enforce,
         };
-        m.m.enforce_quota = enforce;
         m.txn(Txn::CreateSession {
             session: 1,
             owner: 0,
@@ -307,6 +309,7 @@ impl Machine {
         self.txn(Txn::Op {
             session: self.session,
             owner: 0,
+            enforce_quota: self.enforce,
             time_ms: 5_000,
             auth: vec![],
             op,
