@@ -342,9 +342,6 @@ pub mod mode {
     pub const CONTAINER: i32 = 4;
     pub const PERSISTENT_WITH_TTL: i32 = 5;
     pub const PERSISTENT_SEQUENTIAL_WITH_TTL: i32 = 6;
-    /// Not a wire value: what createContainer makes of a sequential flag (ZooKeeper names
-    /// the container as a sequential node).
-    pub const CONTAINER_SEQUENTIAL: i32 = -4;
 }
 
 #[cfg(test)]

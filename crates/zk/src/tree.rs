@@ -191,6 +191,9 @@ pub struct CreateArgs<'a> {
     pub data: Option<Bytes>,
     pub acl: &'a [Acl],
     pub flags: i32,
+    /// createContainer: the node is a container whatever its (valid, non-TTL) flags say, and
+    /// named sequentially if they say so (ZooKeeper's CreateContainerTxn).
+    pub container: bool,
     pub ttl: i64,
     pub session: i64,
     pub auth: &'a [Id],
@@ -225,12 +228,20 @@ impl Tree {
             mode::PERSISTENT_SEQUENTIAL
                 | mode::EPHEMERAL_SEQUENTIAL
                 | mode::PERSISTENT_SEQUENTIAL_WITH_TTL
-                | mode::CONTAINER_SEQUENTIAL
         );
         let kind = match a.flags {
+            mode::PERSISTENT
+            | mode::PERSISTENT_SEQUENTIAL
+            | mode::EPHEMERAL
+            | mode::EPHEMERAL_SEQUENTIAL
+            | mode::CONTAINER
+                if a.container =>
+            {
+                Kind::Container
+            }
             mode::PERSISTENT | mode::PERSISTENT_SEQUENTIAL => Kind::Persistent,
             mode::EPHEMERAL | mode::EPHEMERAL_SEQUENTIAL => Kind::Ephemeral(a.session),
-            mode::CONTAINER | mode::CONTAINER_SEQUENTIAL => Kind::Container,
+            mode::CONTAINER => Kind::Container,
             mode::PERSISTENT_WITH_TTL | mode::PERSISTENT_SEQUENTIAL_WITH_TTL => {
                 if a.ttl <= 0 || a.ttl > MAX_TTL_MS {
                     return Err(err::BAD_ARGUMENTS);
@@ -580,6 +591,7 @@ mod tests {
             data: Some(Bytes::from_static(b"d")),
             acl,
             flags,
+            container: false,
             ttl: 0,
             session: 7,
             auth: &[],

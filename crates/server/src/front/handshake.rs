@@ -41,6 +41,25 @@ pub fn parse_connect(body: Bytes) -> Result<ConnectRequest, synod_zk::jute::Jute
     })
 }
 
+/// A ConnectResponse: protocol version 0, the session (0, 0 and a zero password: invalid),
+/// and the readOnly flag only if the client sent one (as ZooKeeper answers old clients).
+fn connect_response(
+    timeout_ms: i32,
+    session: i64,
+    password: &[u8],
+    read_only: Option<bool>,
+) -> BytesMut {
+    let mut b = BytesMut::new();
+    b.int(0);
+    b.int(timeout_ms);
+    b.long(session);
+    b.buffer(password);
+    if let Some(ro) = read_only {
+        b.boolean(ro);
+    }
+    b
+}
+
 /// Parse the body of an auth request: type, scheme, credentials (None when null).
 pub fn parse_auth(body: Bytes) -> Result<(i32, String, Option<Bytes>), synod_zk::jute::JuteError> {
     let mut r = Reader::new(body);
@@ -155,12 +174,7 @@ impl Front {
                     (session, timeout, Bytes::copy_from_slice(&password))
                 }
                 _ => {
-                    let mut b = BytesMut::new();
-                    b.int(0);
-                    b.int(0);
-                    b.long(0);
-                    b.buffer(&[0u8; 16]);
-                    b.boolean(true);
+                    let b = connect_response(0, 0, &[0u8; 16], Some(true));
                     let _ = write_frame(&mut wr, &b).await;
                     return "unknown session or wrong password (read-only)".into();
                 }
@@ -215,27 +229,18 @@ impl Front {
                         old.close
                             .send_replace(Some("session re-attached with a wrong password"));
                     }
-                    let mut b = BytesMut::new();
-                    b.int(0);
-                    b.int(0);
-                    b.long(0);
-                    b.buffer(&[0u8; 16]);
-                    if read_only.is_some() {
-                        b.boolean(false);
-                    }
+                    let b = connect_response(0, 0, &[0u8; 16], read_only.map(|_| false));
                     let _ = write_frame(&mut wr, &b).await;
                     return "expired session or wrong password".into();
                 }
             }
         };
-        let mut b = BytesMut::new();
-        b.int(0);
-        b.int(timeout);
-        b.long(session);
-        b.buffer(&password);
-        if read_only.is_some() {
-            b.boolean(read_only_session);
-        }
+        let b = connect_response(
+            timeout,
+            session,
+            &password,
+            read_only.map(|_| read_only_session),
+        );
         if write_frame(&mut wr, &b).await.is_err() {
             return "client went away".into();
         }

@@ -503,10 +503,29 @@ fn attach_needs_the_password_and_moves_the_owner() {
     };
     assert_eq!(write(&mut h, 1, "/old"), err::SESSION_MOVED);
     assert_eq!(write(&mut h, 2, "/new"), err::OK);
-    // A client's flags never name the internal sequential-container mode.
-    let r = h.op(
-        op::CREATE,
-        create_body("/c", b"", mode::CONTAINER_SEQUENTIAL),
+    // An unknown flag is refused, by create and by createContainer alike; createContainer
+    // makes a container, named sequentially when its flags say so.
+    assert_eq!(
+        h.op(op::CREATE, create_body("/c", b"", -4)).err,
+        err::BAD_ARGUMENTS
     );
-    assert_eq!(r.err, err::BAD_ARGUMENTS);
+    assert_eq!(
+        h.op(op::CREATE_CONTAINER, create_body("/c", b"", -4)).err,
+        err::BAD_ARGUMENTS
+    );
+    let seq = create_body("/c", b"", mode::PERSISTENT_SEQUENTIAL);
+    assert_eq!(h.op(op::CREATE_CONTAINER, seq).err, err::OK);
+    let name =
+        h.m.tree
+            .get("/")
+            .unwrap()
+            .children
+            .iter()
+            .find(|c| c.starts_with('c'))
+            .cloned();
+    let c =
+        h.m.tree
+            .get(&format!("/{}", name.expect("a child c...")))
+            .unwrap();
+    assert_eq!(c.kind(), crate::tree::Kind::Container);
 }

@@ -50,24 +50,7 @@ fn read_write_op(op_code: i32, r: &mut Reader) -> JResult<WriteOp> {
             let path = r.path()?;
             let data = r.opt_buffer()?;
             let acl = read_acls(r)?;
-            // createContainer always makes a container (ZooKeeper's CreateContainerTxn), named
-            // sequentially if its flags say so; a TTL mode is refused later, as for create.
-            let flags = match (op_code, r.int()?) {
-                (
-                    op::CREATE_CONTAINER,
-                    crate::jute::mode::PERSISTENT_SEQUENTIAL
-                    | crate::jute::mode::EPHEMERAL_SEQUENTIAL,
-                ) => crate::jute::mode::CONTAINER_SEQUENTIAL,
-                (
-                    op::CREATE_CONTAINER,
-                    f @ (crate::jute::mode::PERSISTENT_WITH_TTL
-                    | crate::jute::mode::PERSISTENT_SEQUENTIAL_WITH_TTL),
-                ) => f,
-                (op::CREATE_CONTAINER, _) => crate::jute::mode::CONTAINER,
-                // The internal value is not a wire flag: refused like any unknown one.
-                (_, crate::jute::mode::CONTAINER_SEQUENTIAL) => i32::MIN,
-                (_, f) => f,
-            };
+            let flags = r.int()?;
             let ttl = if op_code == op::CREATE_TTL {
                 r.long()?
             } else {
@@ -200,6 +183,7 @@ impl ZkMachine {
                                 data: Some(data),
                                 acl: &acl,
                                 flags: crate::jute::mode::PERSISTENT,
+                                container: false,
                                 ttl: 0,
                                 session: 0,
                                 auth: &admin,
@@ -430,6 +414,7 @@ impl ZkMachine {
                         data,
                         acl: &acl,
                         flags,
+                        container: code == op::CREATE_CONTAINER,
                         ttl,
                         session,
                         auth,

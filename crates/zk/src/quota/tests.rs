@@ -29,6 +29,7 @@ fn mk_q(
             data: Some(Bytes::copy_from_slice(d)),
             acl: &acl,
             flags,
+            container: false,
             ttl: 0,
             session,
             auth: &[],
