@@ -297,6 +297,11 @@ final class CuratorScenarios {
         try (CuratorFramework writer = curator(hosts); CuratorFramework reader = curator(hosts)) {
             writer.create().forPath(path);
             writer.create().forPath(path + "/pre", b("0"));
+            // Reads are served by the reader's own server: sync first, or it may not have the
+            // writer's creates yet (sequential consistency; under Mencius it often has not).
+            CountDownLatch synced = new CountDownLatch(1);
+            reader.getZookeeperClient().getZooKeeper().sync(path, (rc, p, ctx) -> synced.countDown(), null);
+            check(synced.await(10, TimeUnit.SECONDS), "sync of %s", path);
             BlockingQueue<PathChildrenCacheEvent> q = new LinkedBlockingQueue<>();
             try (PathChildrenCache cache = new PathChildrenCache(reader, path, true)) {
                 cache.getListenable().addListener((c, e) -> q.add(e));
