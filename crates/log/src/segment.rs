@@ -15,7 +15,12 @@ pub const MAX_RECORD: u64 = 512 << 20;
 
 /// The first record of every segment: magic and format version.
 pub const MAGIC: &[u8; 8] = b"SYNODWAL";
+/// The log format this version writes and reads. Version 3 since v0.1.0 (the segmented log of
+/// every group with checkpoint records). A release that changes the format must still read the
+/// previous one, so that a node upgraded in place replays the log its older binary wrote.
 pub const FORMAT: u16 = 3;
+/// The oldest log format this version reads.
+pub const MIN_FORMAT: u16 = 3;
 
 pub(crate) const T_HEADER: u8 = 0;
 pub(crate) const T_HARD: u8 = 1;
@@ -77,6 +82,27 @@ pub(crate) fn old_format_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
         }
     }
     Ok(v)
+}
+
+/// Read a segment whose header says `format`, or say why not (`path` names the segment).
+pub(crate) fn check_format(path: &Path, format: u16) -> Result<(), String> {
+    if format > FORMAT {
+        return Err(format!(
+            "{}: log format {format} was written by a newer synod release; this version reads \
+             formats {MIN_FORMAT}..={FORMAT}. Run the newer release on this data directory (a \
+             downgrade across a log format change is not supported)",
+            path.display()
+        ));
+    }
+    if format < MIN_FORMAT {
+        return Err(format!(
+            "{}: log format {format} is older than this version reads (formats \
+             {MIN_FORMAT}..={FORMAT}). Upgrade one release at a time, or start the node with an \
+             empty data directory: it will recover from its peers",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 pub(crate) fn encode_record(payload: &[u8], out: &mut BytesMut) {
@@ -177,5 +203,65 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!(good, 11);
         assert_eq!(problem.as_deref(), Some("checksum mismatch"));
+    }
+
+    /// A log whose first segment's header says `format`, in `dir`.
+    fn log_of_format(dir: &Path, format: u16) {
+        let mut payload = BytesMut::new();
+        payload.put_u8(T_HEADER);
+        payload.put_slice(MAGIC);
+        payload.put_u16(format);
+        let mut b = BytesMut::new();
+        encode_record(&payload, &mut b);
+        fs::write(dir.join(segment_name(1)), &b).unwrap();
+    }
+
+    fn open(dir: &Path) -> Result<(), String> {
+        let opts = crate::WalOptions {
+            dir: dir.to_path_buf(),
+            segment_bytes: 1 << 20,
+            fsync: crate::FsyncPolicy::Always,
+            preallocate_bytes: 0,
+        };
+        crate::Wal::open(opts)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_formats_this_version_reads_open() {
+        for format in MIN_FORMAT..=FORMAT {
+            let dir = tempfile::tempdir().unwrap();
+            log_of_format(dir.path(), format);
+            assert_eq!(open(dir.path()), Ok(()), "format {format}");
+        }
+        assert_eq!(&header_payload()[MAGIC.len() + 1..], &FORMAT.to_be_bytes());
+    }
+
+    #[test]
+    fn a_log_of_a_newer_format_is_refused_with_an_explanation() {
+        let dir = tempfile::tempdir().unwrap();
+        log_of_format(dir.path(), FORMAT + 1);
+        let err = open(dir.path()).unwrap_err();
+        assert!(err.contains("seg-00000001.wal"), "{err}");
+        assert!(
+            err.contains(&format!("log format {} was written by a newer", FORMAT + 1)),
+            "{err}"
+        );
+        assert!(err.contains(&format!("{MIN_FORMAT}..={FORMAT}")), "{err}");
+        // Nothing was changed: the newer release can still read its log.
+        assert_eq!(list_segments(dir.path()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_log_of_an_older_format_is_refused_with_an_explanation() {
+        let dir = tempfile::tempdir().unwrap();
+        log_of_format(dir.path(), MIN_FORMAT - 1);
+        let err = open(dir.path()).unwrap_err();
+        assert!(
+            err.contains(&format!("log format {} is older", MIN_FORMAT - 1)),
+            "{err}"
+        );
+        assert!(err.contains("Upgrade one release at a time"), "{err}");
     }
 }

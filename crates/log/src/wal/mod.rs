@@ -27,8 +27,8 @@ pub use ops::{OpBody, Replayed, SnapRef, WalOp};
 
 use crate::deleter::Deleter;
 use crate::segment::{
-    encode_record, fsync_dir, header_payload, list_segments, old_format_files, parse_snapshot_name,
-    read_records, segment_name, snapshot_name, write_file_durably, FORMAT,
+    check_format, encode_record, fsync_dir, header_payload, list_segments, old_format_files,
+    parse_snapshot_name, read_records, segment_name, snapshot_name, write_file_durably,
 };
 use bytes::{Bytes, BytesMut};
 use index::{Index, Loc};
@@ -154,11 +154,14 @@ impl Wal {
                     ))
                 })?;
                 match op {
-                    Decoded::Header(format) if n == 0 && format == FORMAT => {}
+                    Decoded::Header(format) if n == 0 => {
+                        check_format(path, format).map_err(WalError::Corrupt)?
+                    }
                     Decoded::Header(format) => {
                         return Err(WalError::Corrupt(format!(
-                            "{}: log format {format}, this version reads format {FORMAT}",
-                            path.display()
+                            "{} offset {}: a second log header (format {format})",
+                            path.display(),
+                            r.offset
                         )))
                     }
                     Decoded::Op(_, _) if n == 0 => {
