@@ -3,6 +3,8 @@
 //! watch registry. The server crate puts a network front end on it.
 
 pub mod acl;
+pub mod backup;
+pub mod import;
 pub mod jute;
 pub mod machine;
 pub mod path;
