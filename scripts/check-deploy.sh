@@ -70,13 +70,12 @@ if [ "$(cat "$tools/bin/helm.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
   export PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null || fail "Go is needed to build helm (go install helm.sh/helm/v3/cmd/helm)"
   echo "   building helm $HELM_VERSION from the Go module proxy (a few minutes, once)"
-  # A private module and build cache, removed afterwards: only the binary is kept.
-  GOBIN=$tools/bin GOMODCACHE=$tools/gomod GOCACHE=$tools/gocache GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+  # Go's own module and build caches (in $HOME, shared with tests/zk/go's build) outlive this
+  # clone, so a fresh clone on the same machine only links helm again.
+  GOBIN=$tools/bin GOFLAGS=-mod=mod GOTOOLCHAIN=local \
     go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >"$work/go-install.log" 2>&1 ||
     { tail -30 "$work/go-install.log"; fail "go install helm failed"; }
-  chmod -R u+w "$tools/gomod" 2>/dev/null || true
-  rm -rf "$tools/gomod" "$tools/gocache"
   echo "$HELM_VERSION" >"$tools/bin/helm.version"
 fi
 if ! command -v promtool >/dev/null 2>&1; then
