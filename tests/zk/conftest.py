@@ -101,11 +101,11 @@ class SynodCluster(Cluster):
         path = os.path.join(self.dir, "node%d.toml" % i)
         with open(path, "w") as f:
             f.write(
-                'cluster_id = "zk-compat"\nnode_id = %d\nprotocol = "%s"\nclient_addr = "127.0.0.1:%d"\n'
+                'cluster_id = "zk-compat"\nnode_id = %d\ninsecure = true\nprotocol = "%s"\nclient_addr = "127.0.0.1:%d"\n'
                 'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "warn"\n'
                 "[zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 500\n"
                 "leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n"
-                "[zookeeper]\nsuper_digest = \"%s\"\n"
+                "[zookeeper]\nsuper_digest = \"%s\"\nmax_client_cnxns = 0\n"
                 "[peers]\n%s"
                 % (i, PROTOCOL, self.client_port(i), self.base + 7000 + i, os.path.join(self.dir, "data%d" % i),
                    SUPER_DIGEST, peers)
@@ -266,3 +266,86 @@ def zkcli(cluster, *args):
         capture_output=True, text=True, timeout=60,
     )
     return out.stdout + out.stderr
+
+
+class SingleServer:
+    """One server of either target (a standalone ZooKeeper, or a one-node synod) with settings
+    of its own: SASL users, client limits, TLS. For tests that need a server configured apart
+    from the shared cluster. `port_offset` picks its ports: ZK_BASE_PORT + 50 + offset and the
+    next few."""
+
+    def __init__(self, port_offset, synod_toml="", zk_cfg="", zk_jvm=(), files=None):
+        self.base = int(os.environ.get("ZK_BASE_PORT", "15180")) + 50 + port_offset
+        self.port = self.base
+        self.dir = tempfile.mkdtemp(prefix="zk1-%s-" % TARGET)
+        self.files = {}
+        for name, text in (files or {}).items():
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                f.write(text)
+            self.files[name] = path
+        self.synod_toml = synod_toml.format(**self.files)
+        self.zk_cfg = zk_cfg.format(**self.files)
+        self.zk_jvm = [a.format(**self.files) for a in zk_jvm]
+        self.proc = None
+
+    def hosts(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start(self):
+        log = open(os.path.join(self.dir, "server.log"), "ab")
+        if TARGET == "zookeeper":
+            if not os.path.exists(ZK_JAR):
+                pytest.skip("Apache ZooKeeper is not installed (apt-get install zookeeper)")
+            data = os.path.join(self.dir, "data")
+            os.makedirs(data, exist_ok=True)
+            cfg = os.path.join(self.dir, "zoo.cfg")
+            with open(cfg, "w") as f:
+                f.write("tickTime=2000\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"
+                        "4lw.commands.whitelist=*\nadmin.enableServer=false\n%s\n" % (data, self.port, self.zk_cfg))
+            with open(os.path.join(self.dir, "log4j.properties"), "w") as f:
+                f.write("log4j.rootLogger=INFO, F\nlog4j.appender.F=org.apache.log4j.FileAppender\n"
+                        "log4j.appender.F.File=%s/zk.log\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\n"
+                        % self.dir)
+            self.proc = subprocess.Popen(
+                ["java", "-Xmx256m", "-Dlog4j.configuration=file:%s/log4j.properties" % self.dir,
+                 *self.zk_jvm, "-cp", "%s:%s" % (self.dir, ZK_JAR),
+                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg],
+                stdout=log, stderr=subprocess.STDOUT)
+        else:
+            if not os.path.exists(SYNOD):
+                pytest.fail("%s not found: build it with cargo build --release" % SYNOD)
+            path = os.path.join(self.dir, "node.toml")
+            with open(path, "w") as f:
+                f.write(
+                    # paxos: a one-node zab group does not elect itself (it stays "looking").
+                    'cluster_id = "zk-single"\nnode_id = 1\nprotocol = "paxos"\ninsecure = true\nclient_addr = "127.0.0.1:%d"\n'
+                    'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "info"\n%s\n'
+                    '[peers]\n1 = "127.0.0.1:%d"\n'
+                    % (self.port, self.base + 2, os.path.join(self.dir, "data"), self.synod_toml, self.base + 1))
+            self.proc = subprocess.Popen([SYNOD, "server", "--config", path], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited: see %s" % os.path.join(self.dir, "server.log"))
+            out = four_letter(self.port, "srvr")
+            if "Mode: standalone" in out or "Mode: leader" in out:
+                return self
+            time.sleep(0.2)
+        raise RuntimeError("server not ready: see %s" % self.dir)
+
+    def log(self):
+        out = []
+        for name in ("server.log", "zk.log"):
+            p = os.path.join(self.dir, name)
+            if os.path.exists(p):
+                with open(p, errors="replace") as f:
+                    out.append(f.read())
+        return "".join(out)
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -50,6 +50,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/health", get(health))
         .route("/v1/status", get(status))
         .route("/v1/fault/cut", get(cut_get).post(cut_set))
+        .route(
+            "/v1/backup",
+            axum::routing::post(crate::admin_backup::backup),
+        )
         .route("/v1/kv/*key", get(kv_get).put(kv_put).delete(kv_delete))
         .route(
             "/v1/groups/:group/kv/:key",
@@ -77,9 +81,16 @@ pub struct AdminLimits {
 
 /// Serve `app` on `listener` within `limits`: anyone who can reach the port can open
 /// connections, so their number, their idleness and their slowness are all bounded.
-pub async fn serve(listener: TcpListener, app: Router, limits: AdminLimits) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
+/// Serve the admin port: plain HTTP, or HTTPS with `tls`. Over HTTPS only `/health`,
+/// `/metrics` and `/v1/status` are open to anyone: everything else (the key-value API, which
+/// reads and writes the tree without ACLs, backups, fault injection) needs a client
+/// certificate from the cluster CA.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: AdminLimits,
+    tls: Option<Arc<crate::tls::Tls>>,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let refused = crate::RateLimitedWarn::new();
     let deadline = limits.request_timeout;
@@ -115,18 +126,62 @@ pub async fn serve(listener: TcpListener, app: Router, limits: AdminLimits) {
             }
             continue;
         };
-        let svc = TowerToHyperService::new(app.clone());
+        let app = app.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let _ = stream.set_nodelay(true);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.idle_timeout)
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                debug!(%addr, "admin connection closed: {e}");
-            }
+            let Some(tls) = tls else {
+                return serve_http(stream, app, limits, addr).await;
+            };
+            let s = match tokio::time::timeout(
+                limits.idle_timeout,
+                tls.admin_acceptor().accept(stream),
+            )
+            .await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return debug!(%addr, "admin TLS handshake failed: {e}"),
+                Err(_) => return debug!(%addr, "admin TLS handshake timed out"),
+            };
+            let certified = s
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|c| !c.is_empty());
+            let app = app.layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                    let open = matches!(req.uri().path(), "/health" | "/metrics" | "/v1/status");
+                    if open || certified {
+                        next.run(req).await
+                    } else {
+                        (
+                            StatusCode::FORBIDDEN,
+                            "this admin endpoint needs a client certificate from the cluster CA \
+                             (synod certs client)\n",
+                        )
+                            .into_response()
+                    }
+                },
+            ));
+            serve_http(s, app, limits, addr).await
         });
+    }
+}
+
+/// One HTTP/1.1 connection of the admin port.
+async fn serve_http<S>(stream: S, app: Router, limits: AdminLimits, addr: std::net::SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.idle_timeout)
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    if let Err(e) = conn.await {
+        debug!(%addr, "admin connection closed: {e}");
     }
 }
 
@@ -269,7 +324,7 @@ async fn replicate(s: &AdminState, key: String, op: impl FnOnce(String) -> Txn) 
     }
 }
 
-fn submit_error(e: SubmitError) -> Response {
+pub(crate) fn submit_error(e: SubmitError) -> Response {
     match e {
         SubmitError::NoLeader => {
             (StatusCode::SERVICE_UNAVAILABLE, "no leader; retry\n").into_response()

@@ -279,6 +279,7 @@ mod tests {
             "node_id=1",
             "peers.1=\"127.0.0.1:2881\"",
             "admin_addr=\"127.0.0.1:9181\"",
+            "insecure=true",
             &format!("data_dir={:?}", dir.display().to_string()),
             &format!("protocol={protocol}"),
         ]

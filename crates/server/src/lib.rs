@@ -16,6 +16,7 @@
 //! | [`admin`], [`metrics`] | the admin port and its metrics |
 
 pub mod admin;
+mod admin_backup;
 pub mod build;
 pub mod config;
 pub mod front;
@@ -26,6 +27,7 @@ pub mod machine;
 pub mod metrics;
 pub mod protocol;
 pub mod register;
+pub mod tls;
 pub mod transport;
 
 use anyhow::{Context, Result};
@@ -79,6 +81,13 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel(65_536);
     let cut = Arc::new(transport::Cut::default());
+    let tls = match &cfg.tls {
+        Some(t) => Some(tls::Tls::load(t, &cfg.cluster_id, cfg.node_id)?),
+        None => {
+            warn!("insecure = true: peers talk in plain text and accept any process that names the cluster");
+            None
+        }
+    };
     let tcfg = TransportConfig {
         cut: cut.clone(),
         cluster_id: cfg.cluster_id.clone(),
@@ -91,6 +100,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         peer_queue: cfg.limits.peer_queue,
         max_handshakes: cfg.limits.max_peer_handshakes,
         link: cfg.link_emulation.emulations(cfg.node_id),
+        tls: tls.clone(),
     };
     let peer_addr = cfg.peer_listen_addr();
     let listener = TcpListener::bind(peer_addr)
@@ -139,6 +149,10 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         cut: cfg.fault_injection.then_some(cut),
     });
     let app = admin::router(admin_state);
+    let kv_tls = cfg.tls.as_ref().is_some_and(|t| t.kv);
+    let admin_tls = tls
+        .clone()
+        .filter(|_| cfg.tls.as_ref().is_some_and(|t| t.admin));
     let kv = match cfg.kv.listen.filter(|_| cfg.kv.enabled()) {
         Some(addr) => {
             let listener = TcpListener::bind(addr)
@@ -161,13 +175,17 @@ pub async fn run(mut cfg: Config) -> Result<()> {
                 .collect();
             let nodes = members.keys().copied().collect();
             let service = kv::KvService::new(cfg.node_id, &cfg.kv, &nodes, local);
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-            let server = tonic::transport::Server::builder()
-                .add_service(
-                    synod_kv_client::proto::kv_server::KvServer::new(service)
-                        .max_decoding_message_size(2 * synod_kv::txn::MAX_TXN_BYTES),
-                )
-                .serve_with_incoming(incoming);
+            let service = synod_kv_client::proto::kv_server::KvServer::new(service)
+                .max_decoding_message_size(2 * synod_kv::txn::MAX_TXN_BYTES);
+            let builder = tonic::transport::Server::builder().add_service(service);
+            let server: futures_boxed::BoxFuture = match tls.clone().filter(|_| kv_tls) {
+                Some(t) => Box::pin(builder.serve_with_incoming(tls::grpc_incoming(listener, t))),
+                None => {
+                    Box::pin(builder.serve_with_incoming(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    ))
+                }
+            };
             Some(tokio::spawn(async move {
                 if let Err(e) = server.await {
                     tracing::error!("the KV listener stopped: {e}");
@@ -216,7 +234,10 @@ pub async fn run(mut cfg: Config) -> Result<()> {
             cfg.limits.admin_idle_timeout_ms + cfg.limits.request_timeout_ms,
         ),
     };
-    let admin = tokio::spawn(admin::serve(admin_listener, app, admin_limits));
+    let admin = tokio::spawn(admin::serve(admin_listener, app, admin_limits, admin_tls));
+    if let Some(t) = tls.clone() {
+        tokio::spawn(reload_on_sighup(t));
+    }
     info!(
         node = cfg.node_id,
         cluster = %cfg.cluster_id,
@@ -359,6 +380,34 @@ pub(crate) use synod_zk::ratelimit::RateLimitedWarn;
 /// Wall-clock milliseconds since the Unix epoch (ZooKeeper's ctime/mtime).
 pub use synod_zk::ratelimit::now_ms;
 
+/// The futures the listeners run, boxed so that plain and TLS listeners have one type.
+mod futures_boxed {
+    pub type BoxFuture = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+    >;
+}
+
+/// Reload the certificates on SIGHUP (crate::tls): connections opened afterwards use them.
+async fn reload_on_sighup(tls: Arc<tls::Tls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        warn!("cannot listen for SIGHUP: certificates will not be reloaded");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => info!(
+                serial = %tls.serial(),
+                not_after_unix = tls.not_after_unix(),
+                "SIGHUP: reloaded the TLS certificates"
+            ),
+            Err(e) => {
+                warn!("SIGHUP: cannot reload the TLS certificates, keeping those in use: {e:#}")
+            }
+        }
+    }
+}
+
 async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
@@ -410,6 +459,7 @@ pub(crate) mod fuzz {
                 "peers.1=\"127.0.0.1:1\"",
                 "admin_addr=\"127.0.0.1:2\"",
                 "data_dir=\"/tmp/unused\"",
+                "insecure=true",
             ];
             crate::Config::load(None, &set.map(String::from)).unwrap()
         };

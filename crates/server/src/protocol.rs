@@ -502,6 +502,7 @@ mod tests {
             "peers.3=\"127.0.0.1:2883\"",
             "admin_addr=\"127.0.0.1:9181\"",
             "data_dir=/tmp/x",
+            "insecure=true",
         ];
         let o: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
         Config::load(None, &o)
@@ -573,7 +574,8 @@ mod tests {
 
     #[test]
     fn groups_may_run_paxos_beside_zab() {
-        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+        let text =
+            "cluster_id = 'c'\nnode_id = 1\ninsecure = true\nadmin_addr = '127.0.0.1:9181'\n\
                     data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
                     3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\nprotocol = 'paxos-none'\n\
                     [[groups]]\nid = 2\nmembers = [1, 3]\n[paxos]\nbatch = 'adaptive'\n";
@@ -689,7 +691,8 @@ mod tests {
         assert_eq!(o.revoke_timeout_us, 400_000);
         assert_eq!((o.max_batch, o.max_inflight, o.max_queued), (64, 8, 500));
         // A [[groups]] entry may run it beside zab.
-        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+        let text =
+            "cluster_id = 'c'\nnode_id = 1\ninsecure = true\nadmin_addr = '127.0.0.1:9181'\n\
                     data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
                     3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\nprotocol = 'mencius'\n\
                     [mencius]\nbeta = 50\n";

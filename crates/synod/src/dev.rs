@@ -35,6 +35,11 @@ pub struct DevArgs {
     /// Port of node 1's KV gRPC API (with --kv).
     #[arg(long, default_value_t = 2479)]
     kv_port: u16,
+    /// Run without TLS: peers in plain text, no secure client port, plain HTTP admin port.
+    /// By default `synod dev` makes a CA and certificates (in DATA/certs) and runs the peers
+    /// over mutual TLS, as a production cluster must.
+    #[arg(long)]
+    insecure: bool,
     /// Configuration overrides for every replica (`--set key=value`, repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
@@ -62,6 +67,13 @@ pub fn run(args: DevArgs) -> Result<()> {
     };
     let mut cl = Cluster::new(kind, n, args.base_port, args.data.clone())?;
     cl.admin_offset = 7000;
+    if !args.insecure {
+        let certs = cl.dir.join("certs");
+        if !certs.join("ca.crt").exists() {
+            crate::certs::dev_certs(&certs, "synod-dev", n)?;
+        }
+        cl.tls = Some(certs);
+    }
     if args.kv {
         cl.kv_port = Some(args.kv_port);
     }
@@ -71,14 +83,18 @@ pub fn run(args: DevArgs) -> Result<()> {
         cl.dir.display()
     );
     cl.start_all()?;
+    let scheme = if cl.tls.is_some() { "https" } else { "http" };
     for i in 1..=n {
         println!(
-            "  node {i}: client {}  peer 127.0.0.1:{}  admin http://{}  (log {})",
+            "  node {i}: client {}  peer 127.0.0.1:{}  admin {scheme}://{}  (log {})",
             cl.client_addr(i),
             cl.peer_port(i),
             cl.admin_addr(i),
             cl.dir.join(format!("node{i}.log")).display()
         );
+        if cl.tls.is_some() {
+            println!("          client over TLS {}", cl.secure_client_addr(i));
+        }
         if args.kv {
             println!(
                 "          kv  {} (gRPC, proto/synod_kv.proto)",
@@ -90,6 +106,15 @@ pub fn run(args: DevArgs) -> Result<()> {
         println!(
             "Try: synod kv --servers {} put greeting hello",
             cl.kv_addrs().join(",")
+        );
+    }
+    if let Some(certs) = &cl.tls {
+        let c = certs.display();
+        println!(
+            "Peers use mutual TLS (certificates in {c}; --insecure turns TLS off). Try:\n  \
+             curl --cacert {c}/ca.crt --cert {c}/client-root.crt --key {c}/client-root.key \
+             https://{}/v1/status",
+            cl.admin_addr(1)
         );
     }
     println!("Ctrl-C stops the cluster.");

@@ -1,6 +1,8 @@
 //! The `synod` command.
 
+mod backup;
 mod bench;
+mod certs;
 mod chaos;
 mod chaos_kv;
 mod cli;
@@ -8,6 +10,7 @@ mod dev;
 mod experiment;
 mod kv_cli;
 mod procs;
+mod restore;
 mod server;
 mod sim;
 mod soak;
@@ -44,6 +47,14 @@ enum Command {
     Soak(soak::SoakArgs),
     /// The native key-value API (SconeKV): view, get, put, del, cas, and transaction scripts.
     Kv(kv_cli::KvArgs),
+    /// Take a consistent backup of a running cluster's ZooKeeper tree over its admin port.
+    Backup(backup::BackupArgs),
+    /// Seed a new node's data directory from a backup, before its first start.
+    Restore(backup::RestoreArgs),
+    /// Read an Apache ZooKeeper data directory into a backup file (or a node's data directory).
+    Import(backup::ImportArgs),
+    /// Make TLS certificates: the cluster CA, node and client certificates.
+    Certs(certs::CertsArgs),
     /// Print ZooKeeper's digest identity of `user:password` (for `[zookeeper] super_digest`
     /// and digest ACLs).
     Digest {
@@ -59,6 +70,10 @@ fn main() {
             println!("{}", synod_server::front::digest_id(&credential));
             0
         }
+        Command::Certs(args) => report("certs", certs::run(args)),
+        Command::Backup(args) => report("backup", backup::run_backup(args)),
+        Command::Restore(args) => report("restore", backup::run_restore(args)),
+        Command::Import(args) => report("import", backup::run_import(args)),
         Command::Server(args) => match server::run(args) {
             Ok(()) => 0,
             Err(e) => {
@@ -117,4 +132,15 @@ fn main() {
         },
     };
     std::process::exit(code);
+}
+
+/// A command's exit code, its error printed.
+fn report(name: &str, r: anyhow::Result<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("synod {name}: {e:#}");
+            1
+        }
+    }
 }

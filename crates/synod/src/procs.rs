@@ -124,6 +124,9 @@ pub struct Cluster {
     /// Serve SconeKV: node i's KV gRPC listener is `kv_port + i - 1` (with `kv.buckets = 3`
     /// unless a `--set` says otherwise).
     pub kv_port: Option<u16>,
+    /// Certificates made by `synod certs dev` (node-<i>.crt …) for mutual TLS between the
+    /// replicas and TLS on their client ports; `None` runs them with `insecure = true`.
+    pub tls: Option<PathBuf>,
     nodes: Vec<Node>,
     synod_exe: PathBuf,
     _temp: Option<tempfile::TempDir>,
@@ -204,6 +207,7 @@ impl Cluster {
             dir,
             admin_offset: 800,
             kv_port: None,
+            tls: None,
             nodes: (0..n)
                 .map(|_| Node {
                     child: None,
@@ -217,6 +221,10 @@ impl Cluster {
 
     pub fn client_addr(&self, i: u32) -> String {
         format!("127.0.0.1:{}", self.base as u32 + i)
+    }
+    /// Node i's ZooKeeper port over TLS (with `tls`).
+    pub fn secure_client_addr(&self, i: u32) -> String {
+        format!("127.0.0.1:{}", self.base as u32 + 100 + i)
     }
     pub fn admin_addr(&self, i: u32) -> String {
         format!("127.0.0.1:{}", self.base as u32 + self.admin_offset + i)
@@ -289,6 +297,28 @@ impl Cluster {
                 .into(),
         );
         cfg.insert("log_level".into(), "warn".into());
+        match &self.tls {
+            Some(d) => {
+                let mut tls = toml::Table::new();
+                let path = |f: String| d.join(f).display().to_string();
+                tls.insert("ca_file".into(), path("ca.crt".into()).into());
+                tls.insert("cert_file".into(), path(format!("node-{i}.crt")).into());
+                tls.insert("key_file".into(), path(format!("node-{i}.key")).into());
+                cfg.insert("tls".into(), tls.into());
+                cfg.insert(
+                    "secure_client_addr".into(),
+                    self.secure_client_addr(i).into(),
+                );
+            }
+            None => {
+                cfg.insert("insecure".into(), true.into());
+            }
+        }
+        // As the ZooKeeper of the same harness (maxClientCnxns=0): the load comes from one
+        // address.
+        let mut zk = toml::Table::new();
+        zk.insert("max_client_cnxns".into(), 0.into());
+        cfg.insert("zookeeper".into(), zk.into());
         if self.kv_port.is_some() {
             let mut addrs = toml::Table::new();
             for j in 1..=self.n {

@@ -138,6 +138,8 @@ fn a_bad_config_names_the_key() {
             "peers.1=\"127.0.0.1:1\"",
             "--set",
             "admin_addr=\"127.0.0.1:2\"",
+            "--set",
+            "insecure=true",
         ])
         .args([
             "--set",

@@ -68,13 +68,14 @@ fn start_cluster() -> Cluster {
         let log = dir.path().join(format!("node{i}.log"));
         let (client, peer, admin) = (BASE + i, BASE + 10 + i, BASE + 20 + i);
         let text = format!(
-            "cluster_id = \"hostile\"\nnode_id = {i}\nadmin_addr = \"127.0.0.1:{admin}\"\n\
+            "cluster_id = \"hostile\"\nnode_id = {i}\ninsecure = true\nadmin_addr = \"127.0.0.1:{admin}\"\n\
              client_addr = \"127.0.0.1:{client}\"\ndata_dir = {:?}\nlog_level = \"info\"\n\
              fsync = \"never\"\n\
              [zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 1000\n\
              leader_timeout_ms = 1000\ndiscovery_timeout_ms = 2000\n\
              [zookeeper]\nhandshake_timeout_ms = {HANDSHAKE_TIMEOUT_MS}\n\
              write_timeout_ms = {WRITE_TIMEOUT_MS}\nmax_queued_events = 1000\n\
+             max_client_cnxns = 0\nsasl_users = {{ bob = \"bobsecret\" }}\n\
              [limits]\nadmin_idle_timeout_ms = {HANDSHAKE_TIMEOUT_MS}\n\
              [peers]\n{peers}",
             data.display().to_string()

@@ -5,7 +5,7 @@
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+
 use synod_core::NodeId;
 
 use super::{MenciusTuning, PaxosTuning, ZabTuning};
@@ -102,7 +102,7 @@ impl LinkEmulationConfig {
     /// `paxos`, `mencius`: the PFT and Mencius timers when a group runs them.
     pub(super) fn validate(
         &self,
-        members: &BTreeMap<NodeId, SocketAddr>,
+        members: &BTreeMap<NodeId, super::PeerAddr>,
         zab: &ZabTuning,
         paxos: Option<&PaxosTuning>,
         mencius: Option<&MenciusTuning>,

@@ -14,8 +14,12 @@ pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
 mod kv;
 mod link;
+mod peer_addr;
+mod tls;
 pub use kv::KvConfig;
 pub use link::{LinkEmulationConfig, PeerLinkConfig};
+pub use peer_addr::PeerAddr;
+pub use tls::{ClientAuth, TlsConfig};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,14 +33,25 @@ pub struct Config {
     /// `mencius`; see crate::protocol.
     #[serde(default = "default_protocol")]
     pub protocol: String,
-    /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`.
-    pub peers: BTreeMap<String, SocketAddr>,
+    /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`. A
+    /// host may be a DNS name, resolved at each connection attempt.
+    pub peers: BTreeMap<String, PeerAddr>,
     /// Where this replica listens for peers (defaults to its entry in `peers`).
     #[serde(default)]
     pub peer_addr: Option<SocketAddr>,
     /// ZooKeeper client port (served from the ZooKeeper front end).
     #[serde(default)]
     pub client_addr: Option<SocketAddr>,
+    /// ZooKeeper client port over TLS (ZooKeeper's `secureClientPort`); needs `[tls]`.
+    #[serde(default)]
+    pub secure_client_addr: Option<SocketAddr>,
+    /// Certificates: mutual TLS between peers, TLS on the client ports (crate::tls).
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Run without `[tls]`: peers talk in plain text and accept any process that names the
+    /// cluster. Must be said explicitly; for loopback tests and trusted networks only.
+    #[serde(default)]
+    pub insecure: bool,
     /// Admin HTTP: /metrics, /health, /v1/status, /v1/kv.
     pub admin_addr: SocketAddr,
     pub data_dir: PathBuf,
@@ -183,6 +198,100 @@ pub struct ZkTuning {
     /// its quorum, clients that ask for a read-only session get one, with reads of the state
     /// the server last had. Clients must ask for it, so it is on by default.
     pub read_only_mode: bool,
+    /// SASL DIGEST-MD5 users from a JAAS login configuration, as ZooKeeper reads them
+    /// (`java.security.auth.login.config`): the `Server` section's
+    /// `org.apache.zookeeper.server.auth.DigestLoginModule` with `user_<name>="<password>"`
+    /// options. With users (here or in `sasl_users`) a client's SASL exchange authenticates it
+    /// as `sasl:<name>`; without, SASL requests are answered OK with an empty token.
+    pub jaas_file: Option<PathBuf>,
+    /// SASL DIGEST-MD5 users given inline, name = password (added to those of `jaas_file`).
+    pub sasl_users: SaslUsers,
+    /// ZooKeeper's `zookeeper.superUser`: a SASL user that also gets the `super` identity.
+    pub sasl_super_user: Option<String>,
+    /// ZooKeeper's `zookeeper.enforce.auth.schemes` (with `enforce.auth.enabled`): a connection
+    /// must authenticate with one of these schemes (sasl, digest, x509) before any other
+    /// request; one that does not is answered SESSIONCLOSEDREQUIRESASLAUTH and closed. Empty
+    /// (the default): no requirement.
+    pub require_auth: Vec<String>,
+    /// ZooKeeper's maxClientCnxns: open client connections from one IP address; more are
+    /// closed as soon as they are accepted. 0: no limit.
+    pub max_client_cnxns: usize,
+    /// Watches one session may hold; a request that would add one more fails with
+    /// QUOTAEXCEEDED (the connection stays). 0: no limit.
+    pub max_watches_per_session: usize,
+    /// Bytes per second the server reads from one client connection (a token bucket holding
+    /// one second's worth); a faster client is read more slowly, not closed. 0: no limit.
+    pub max_read_bytes_per_second: u64,
+}
+
+/// SASL users, name → password: never printed (the Debug form names the users only).
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SaslUsers(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for SaslUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl ZkTuning {
+    /// The SASL users of `jaas_file` and `sasl_users` (None when there are none: SASL is then
+    /// answered as by a ZooKeeper without SASL). Errors name the file and line.
+    pub fn sasl_users(&self) -> Result<Option<BTreeMap<String, String>>> {
+        let mut users = BTreeMap::new();
+        if let Some(path) = &self.jaas_file {
+            let text = std::fs::read(path).with_context(|| {
+                format!(
+                    "config key zookeeper.jaas_file: cannot read {}",
+                    path.display()
+                )
+            })?;
+            if text.len() > synod_zk::jaas::MAX_FILE_BYTES {
+                bail!(
+                    "config key zookeeper.jaas_file: {} is larger than 1 MiB",
+                    path.display()
+                );
+            }
+            let text = String::from_utf8(text).map_err(|_| {
+                anyhow::anyhow!(
+                    "config key zookeeper.jaas_file: {} is not UTF-8",
+                    path.display()
+                )
+            })?;
+            users = synod_zk::jaas::server_users(&text).map_err(|e| {
+                anyhow::anyhow!("config key zookeeper.jaas_file: {}: {e}", path.display())
+            })?;
+        }
+        for (name, password) in &self.sasl_users.0 {
+            if name.is_empty() {
+                bail!("config key zookeeper.sasl_users: a user with an empty name");
+            }
+            users.insert(name.clone(), password.clone());
+        }
+        Ok((!users.is_empty()).then_some(users))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let users = self.sasl_users()?;
+        for scheme in &self.require_auth {
+            match scheme.as_str() {
+                "sasl" if users.is_none() => bail!(
+                    "config key zookeeper.require_auth: sasl needs SASL users (jaas_file or sasl_users)"
+                ),
+                "sasl" | "digest" | "x509" => {}
+                other => bail!(
+                    "config key zookeeper.require_auth: unknown scheme {other:?} (expected sasl, digest or x509)"
+                ),
+            }
+        }
+        if self.sasl_super_user.is_some() && users.is_none() {
+            bail!(
+                "config key zookeeper.sasl_super_user: needs SASL users (jaas_file or sasl_users)"
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for ZkTuning {
@@ -201,6 +310,13 @@ impl Default for ZkTuning {
             super_digest: None,
             enforce_quota: false,
             read_only_mode: true,
+            jaas_file: None,
+            sasl_users: SaslUsers::default(),
+            sasl_super_user: None,
+            require_auth: Vec::new(),
+            max_client_cnxns: 60,
+            max_watches_per_session: 100_000,
+            max_read_bytes_per_second: 64 << 20,
         }
     }
 }
@@ -337,6 +453,21 @@ impl Config {
         if self.cluster_id.is_empty() {
             bail!("config key cluster_id: must not be empty");
         }
+        match (&self.tls, self.insecure) {
+            (None, false) => bail!(
+                "config key tls: no [tls] section, so peers would talk in plain text and accept \
+                 any process that names the cluster. Give the node certificates (`synod certs`, \
+                 then [tls] ca_file, cert_file, key_file) or set insecure = true to run without \
+                 them (loopback tests, trusted networks)"
+            ),
+            (Some(_), true) => {
+                bail!("config key insecure: true, but a [tls] section is given; choose one")
+            }
+            _ => {}
+        }
+        if self.secure_client_addr.is_some() && self.tls.is_none() {
+            bail!("config key secure_client_addr: needs a [tls] section");
+        }
         let members_n = self.peers.len();
         check_protocol("protocol", &self.protocol, members_n)?;
         if !matches!(
@@ -387,6 +518,7 @@ impl Config {
         if self.zookeeper.handshake_timeout_ms == 0 || self.zookeeper.write_timeout_ms == 0 {
             bail!("config key zookeeper.handshake_timeout_ms / write_timeout_ms: must be positive");
         }
+        self.zookeeper.validate()?;
         if self.zookeeper.max_connections == 0 {
             bail!("config key zookeeper.max_connections: must be at least 1");
         }
@@ -483,7 +615,7 @@ impl Config {
     }
 
     /// Members by id.
-    pub fn members(&self) -> Result<BTreeMap<NodeId, SocketAddr>> {
+    pub fn members(&self) -> Result<BTreeMap<NodeId, PeerAddr>> {
         let mut m = BTreeMap::new();
         for (k, v) in &self.peers {
             let id: NodeId = k
@@ -491,7 +623,7 @@ impl Config {
                 .ok()
                 .filter(|&i| i > 0)
                 .with_context(|| format!("config key peers.{k}: ids are positive integers"))?;
-            m.insert(id, *v);
+            m.insert(id, v.clone());
         }
         if m.is_empty() {
             bail!("config key peers: at least one member is required");
@@ -499,9 +631,15 @@ impl Config {
         Ok(m)
     }
 
+    /// Where to listen for peers: `peer_addr`, else this node's entry in `peers` (all
+    /// interfaces at its port when that entry is a DNS name).
     pub fn peer_listen_addr(&self) -> SocketAddr {
-        self.peer_addr
-            .unwrap_or_else(|| self.members().expect("validated")[&self.node_id])
+        self.peer_addr.unwrap_or_else(|| {
+            let mine = &self.members().expect("validated")[&self.node_id];
+            mine.socket_addr().unwrap_or_else(|| {
+                SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), mine.port())
+            })
+        })
     }
 }
 
@@ -540,11 +678,39 @@ mod tests {
         "peers.2=\"127.0.0.1:2882\"",
         "admin_addr=\"127.0.0.1:9181\"",
         "data_dir=/tmp/x",
+        "insecure=true",
     ];
 
     fn load(extra: &[&str]) -> Result<Config> {
         let o: Vec<String> = BASE.iter().chain(extra).map(|s| s.to_string()).collect();
         Config::load(None, &o)
+    }
+
+    #[test]
+    fn a_node_without_certificates_must_say_insecure() {
+        let o: Vec<String> = BASE[..BASE.len() - 1]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let e = Config::load(None, &o).unwrap_err().to_string();
+        assert!(e.contains("insecure = true"), "{e}");
+        let tls = [
+            "tls.ca_file=\"ca.crt\"",
+            "tls.cert_file=\"node-1.crt\"",
+            "tls.key_file=\"node-1.key\"",
+        ];
+        let e = load(&tls).unwrap_err().to_string();
+        assert!(e.contains("choose one"), "{e}");
+        let mut secure = o.clone();
+        secure.extend(tls.iter().map(|s| s.to_string()));
+        let c = Config::load(None, &secure).unwrap();
+        assert_eq!(c.tls.unwrap().client_auth, ClientAuth::Want);
+        let e = load(&["secure_client_addr=\"127.0.0.1:2281\""])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs a [tls] section"), "{e}");
+        let e = load(&["peers.3=\"no such:1\""]).unwrap_err().to_string();
+        assert!(e.contains("peers.3"), "{e}");
     }
 
     #[test]
@@ -558,7 +724,8 @@ mod tests {
 
     #[test]
     fn groups_are_checked_and_default_to_every_node() {
-        let text = "cluster_id = 'c'\nnode_id = 1\nadmin_addr = '127.0.0.1:9181'\n\
+        let text =
+            "cluster_id = 'c'\nnode_id = 1\ninsecure = true\nadmin_addr = '127.0.0.1:9181'\n\
                     data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
                     3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\n[[groups]]\nid = 2\n\
                     protocol = 'zab-ct'\nmembers = [1, 3]\n";

@@ -7,7 +7,14 @@
 //!         6 submission chunk (more follow), 7 last submission chunk:
 //!                u32 group, data
 //!         kind 3 hello, 4 hello reply (u8 ok, reason): data
+//! hello:  u32 magic "SYND", u16 peer protocol version, cluster id, u32 node id,
+//!         u32 number of groups, then (u32 group, protocol name) each
 //! ```
+//!
+//! Versions: a node accepts a hello of any version in [`MIN_PEER_VERSION`]..=[`PEER_VERSION`]
+//! and sends [`HELLO_VERSION`], one the previous release accepts (the two-release rule, see
+//! there), so that old and new nodes talk both ways during a rolling upgrade. A hello of another
+//! version is refused with a reason that names both versions.
 //!
 //! A message larger than the chunk size (a snapshot) travels as chunks of one group, reassembled
 //! up to `max_message_bytes`. A group submission carries a command for a group that this node
@@ -20,8 +27,22 @@ use synod_core::{GroupId, NodeId};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub(crate) const MAGIC: u32 = 0x5359_4E44; // "SYND"
-/// Version 2: frames carry a group id; the hello lists the sender's groups.
-pub(crate) const VERSION: u16 = 2;
+/// The newest peer protocol version this build understands. Version 2 (v0.1.0): frames carry a
+/// group id; the hello lists the sender's groups.
+pub(crate) const PEER_VERSION: u16 = 3;
+/// The oldest peer protocol version this build accepts in a hello.
+pub(crate) const MIN_PEER_VERSION: u16 = 2;
+/// The version this build puts in its hello, and so speaks on its outbound connections (the
+/// only direction messages flow on a connection). It is the version the peers of the previous
+/// release understand, so that a cluster upgraded one node at a time keeps every link up.
+///
+/// The two-release rule: a release that raises `HELLO_VERSION` must follow one whose
+/// `PEER_VERSION` (the range it accepts) already includes the new version; and a release that
+/// raises `MIN_PEER_VERSION` must follow one that no longer sends anything older. Raising the
+/// version is therefore done in two releases: N accepts it, N+1 sends it. The test
+/// `the_hello_is_understood_by_the_previous_release` keeps this release honest.
+pub(crate) const HELLO_VERSION: u16 = 3;
+const _: () = assert!(MIN_PEER_VERSION <= HELLO_VERSION && HELLO_VERSION <= PEER_VERSION);
 pub(crate) const K_WHOLE: u8 = 0;
 pub(crate) const K_CHUNK: u8 = 1;
 pub(crate) const K_LAST: u8 = 2;
@@ -150,7 +171,7 @@ pub(crate) struct Hello {
 pub(crate) fn encode_hello(h: &Hello) -> BytesMut {
     let mut d = BytesMut::new();
     d.put_u32(MAGIC);
-    d.put_u16(VERSION);
+    d.put_u16(HELLO_VERSION);
     put_str(&mut d, &h.cluster_id);
     d.put_u32(h.node_id);
     d.put_u32(h.groups.len() as u32);
@@ -169,12 +190,7 @@ pub(crate) fn decode_hello(mut b: Bytes) -> Result<Hello, String> {
     if magic != MAGIC {
         return Err("not a synod peer (bad magic)".into());
     }
-    let version = get_u16(&mut b).map_err(e)?;
-    if version != VERSION {
-        return Err(format!(
-            "peer protocol version {version}, expected {VERSION}"
-        ));
-    }
+    check_version(get_u16(&mut b).map_err(e)?)?;
     let cluster_id = get_string(&mut b, "cluster id", 256).map_err(e)?;
     let node_id = get_u32(&mut b).map_err(e)?;
     let n = get_u32(&mut b).map_err(e)? as usize;
@@ -198,6 +214,27 @@ pub(crate) fn decode_hello(mut b: Bytes) -> Result<Hello, String> {
     })
 }
 
+/// Accept a hello of peer protocol version `theirs`, or say why not, naming both versions. The
+/// reason is logged where the hello arrives and sent back in the refusal, which the connecting
+/// node logs too.
+pub(crate) fn check_version(theirs: u16) -> Result<(), String> {
+    if theirs > PEER_VERSION {
+        return Err(format!(
+            "peer speaks peer protocol version {theirs}, newer than this node understands \
+             (it accepts {MIN_PEER_VERSION}..={PEER_VERSION}): upgrade this node; upgrade a \
+             cluster one release at a time"
+        ));
+    }
+    if theirs < MIN_PEER_VERSION {
+        return Err(format!(
+            "peer speaks peer protocol version {theirs}, older than this node accepts \
+             (it accepts {MIN_PEER_VERSION}..={PEER_VERSION}): upgrade the peer; upgrade a \
+             cluster one release at a time"
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn reply(ok: bool, reason: &str) -> BytesMut {
     let mut d = BytesMut::new();
     d.put_u8(ok as u8);
@@ -211,4 +248,110 @@ pub(crate) fn decode_reply(mut b: Bytes) -> Result<(bool, String), String> {
     let ok = get_u8(&mut b).map_err(|e| e.to_string())?;
     let reason = get_string(&mut b, "reason", 1024).unwrap_or_default();
     Ok((ok == 1, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hello node 1 of a v0.1.0 cluster `upgrade-fixture` (groups 0 zab) sent, recorded from
+    /// the v0.1.0 binary (tests/fixtures/v0.1.0/README.md).
+    const V0_1_0_HELLO: &[u8] = include_bytes!("../../../../tests/fixtures/v0.1.0/hello.bin");
+    /// The peer protocol versions v0.1.0 (the previous release) accepts: exactly 2.
+    const PREVIOUS_RELEASE_ACCEPTS: std::ops::RangeInclusive<u16> = 2..=2;
+
+    fn hello_body(version: u16) -> Bytes {
+        let mut d = BytesMut::new();
+        d.put_u32(MAGIC);
+        d.put_u16(version);
+        put_str(&mut d, "c");
+        d.put_u32(2);
+        d.put_u32(1);
+        d.put_u32(0);
+        put_str(&mut d, "zab");
+        d.freeze()
+    }
+
+    async fn read_hello(wire: &[u8]) -> Result<Hello, String> {
+        let mut r = wire;
+        match read_frame(&mut r, HELLO_MAX_FRAME).await {
+            Ok(Some((K_HELLO, b))) => decode_hello(b),
+            Ok(other) => panic!("not a hello frame: {other:?}"),
+            Err(e) => panic!("bad frame: {e}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hello_of_the_previous_release_is_accepted() {
+        let h = read_hello(V0_1_0_HELLO).await.expect("v0.1.0 hello");
+        assert_eq!(h.cluster_id, "upgrade-fixture");
+        assert_eq!(h.node_id, 1);
+        assert_eq!(h.groups, vec![(0, "zab".to_string())]);
+    }
+
+    #[tokio::test]
+    async fn the_hello_is_understood_by_the_previous_release() {
+        let h = Hello {
+            cluster_id: "upgrade-fixture".into(),
+            node_id: 1,
+            groups: vec![(0, "zab".into())],
+        };
+        let wire = encode_hello(&h);
+        // Byte for byte what v0.1.0 sends (the format did not change), and a version it takes.
+        assert_eq!(&wire[..], V0_1_0_HELLO);
+        let version = u16::from_be_bytes([wire[13], wire[14]]);
+        assert_eq!(version, HELLO_VERSION);
+        assert!(
+            PREVIOUS_RELEASE_ACCEPTS.contains(&version),
+            "this release sends peer protocol version {version}, which the previous release \
+             refuses (it accepts {PREVIOUS_RELEASE_ACCEPTS:?}): see the two-release rule"
+        );
+        assert_eq!(read_hello(&wire).await, Ok(h));
+    }
+
+    #[test]
+    fn every_version_in_the_range_is_accepted() {
+        for v in MIN_PEER_VERSION..=PEER_VERSION {
+            assert_eq!(check_version(v), Ok(()));
+            assert!(decode_hello(hello_body(v)).is_ok(), "version {v}");
+        }
+    }
+
+    #[test]
+    fn a_newer_peer_is_refused_naming_both_versions() {
+        let newer = PEER_VERSION + 1;
+        let why = decode_hello(hello_body(newer)).unwrap_err();
+        assert!(why.contains(&format!("version {newer}, newer")), "{why}");
+        assert!(
+            why.contains(&format!("{MIN_PEER_VERSION}..={PEER_VERSION}")),
+            "{why}"
+        );
+        assert!(why.contains("upgrade this node"), "{why}");
+        assert!(check_version(u16::MAX).is_err());
+    }
+
+    #[test]
+    fn an_older_peer_is_refused_naming_both_versions() {
+        let older = MIN_PEER_VERSION - 1;
+        let why = decode_hello(hello_body(older)).unwrap_err();
+        assert!(why.contains(&format!("version {older}, older")), "{why}");
+        assert!(
+            why.contains(&format!("{MIN_PEER_VERSION}..={PEER_VERSION}")),
+            "{why}"
+        );
+        assert!(why.contains("upgrade the peer"), "{why}");
+        assert!(check_version(0).is_err());
+    }
+
+    #[test]
+    fn a_hello_that_is_not_synod_is_refused() {
+        let mut b = BytesMut::from(&hello_body(PEER_VERSION)[..]);
+        b[0] ^= 0xff;
+        assert!(decode_hello(b.freeze()).unwrap_err().contains("bad magic"));
+        let mut b = BytesMut::from(&hello_body(PEER_VERSION)[..]);
+        b.put_u8(0);
+        assert!(decode_hello(b.freeze())
+            .unwrap_err()
+            .contains("after the hello"));
+    }
 }

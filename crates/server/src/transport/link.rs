@@ -35,7 +35,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{mpsc as std_mpsc, Mutex};
 use std::time::{Duration, Instant};
 use synod_core::NodeId;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 /// What every peer link of this node emulates. All zero (the default): nothing, and the
@@ -276,7 +275,7 @@ pub(super) async fn pump(
     cfg: &TransportConfig,
     nic: &Nic,
     peer: NodeId,
-    stream: &mut TcpStream,
+    stream: &mut super::secure::PeerStream,
     rx: &mut mpsc::Receiver<Outgoing>,
     reset: &AtomicBool,
     depth: &AtomicU64,

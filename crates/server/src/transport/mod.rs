@@ -25,15 +25,18 @@
 
 mod frame;
 pub mod link;
+mod secure;
 
 use bytes::{Bytes, BytesMut};
 pub use link::{LinkEmulation, LinkEmulations, Nic};
 
+use crate::config::PeerAddr;
 use frame::{
     decode_hello, decode_reply, encode_hello, encode_message, read_frame, reply, split_group,
     FrameError, Hello, HELLO_MAX_FRAME, K_CHUNK, K_HELLO, K_LAST, K_REPLY, K_SUBMIT,
     K_SUBMIT_CHUNK, K_SUBMIT_LAST, K_WHOLE,
 };
+use secure::{DialError, PeerStream};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -95,7 +98,7 @@ pub struct TransportConfig {
     pub cluster_id: String,
     pub me: NodeId,
     /// Every node of the cluster, this one included.
-    pub members: BTreeMap<NodeId, SocketAddr>,
+    pub members: BTreeMap<NodeId, PeerAddr>,
     /// The groups this node runs and their protocols: a peer that runs one of them with
     /// another protocol is refused.
     pub groups: Vec<(GroupId, String)>,
@@ -108,6 +111,8 @@ pub struct TransportConfig {
     pub max_handshakes: usize,
     /// Delay and bandwidth emulated on the outgoing links (off by default).
     pub link: LinkEmulations,
+    /// Mutual TLS between peers (`None`: plain TCP, `insecure = true`).
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 impl TransportConfig {
@@ -222,7 +227,7 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
             "emulating peer links: every message to a peer is delayed and paced (link_emulation)"
         );
     }
-    for (&peer, &addr) in &cfg.members {
+    for (&peer, addr) in &cfg.members {
         if peer == cfg.me {
             continue;
         }
@@ -232,7 +237,7 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
         tokio::spawn(outbound_loop(
             cfg.clone(),
             peer,
-            addr,
+            addr.clone(),
             rx,
             reset.clone(),
             depth.clone(),
@@ -257,7 +262,7 @@ fn my_hello(cfg: &TransportConfig) -> BytesMut {
 async fn outbound_loop<T: From<Inbound> + Send + 'static>(
     cfg: TransportConfig,
     peer: NodeId,
-    addr: SocketAddr,
+    addr: PeerAddr,
     mut rx: mpsc::Receiver<Outgoing>,
     reset: Arc<AtomicBool>,
     depth: Arc<AtomicU64>,
@@ -278,7 +283,7 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         }
-        match connect(addr, &hello).await {
+        match connect(&cfg, peer, &addr, &hello).await {
             Ok(mut stream) => {
                 backoff = Duration::from_millis(20);
                 debug!(peer, %addr, "connected to peer");
@@ -314,8 +319,15 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
             }
             Err(e) => {
                 debug!(peer, %addr, "cannot connect to peer: {e}");
-                if let ConnectError::Refused(reason) = &e {
-                    warn!(peer, %addr, "peer refused the handshake: {reason}");
+                match &e {
+                    ConnectError::Refused(reason) => {
+                        warn!(peer, %addr, "peer refused the handshake: {reason}")
+                    }
+                    ConnectError::Tls(reason) => {
+                        stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
+                        warn!(peer, %addr, "refusing the peer: {reason}")
+                    }
+                    ConnectError::Io(_) => {}
                 }
                 // Messages for an unreachable peer are dropped (it will resynchronise).
                 while rx.try_recv().is_ok() {}
@@ -333,6 +345,7 @@ async fn outbound_loop<T: From<Inbound> + Send + 'static>(
 enum ConnectError {
     Io(io::Error),
     Refused(String),
+    Tls(String),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -340,17 +353,23 @@ impl std::fmt::Display for ConnectError {
         match self {
             ConnectError::Io(e) => write!(f, "{e}"),
             ConnectError::Refused(r) => write!(f, "refused: {r}"),
+            ConnectError::Tls(r) => write!(f, "{r}"),
         }
     }
 }
 
-async fn connect(addr: SocketAddr, hello: &[u8]) -> Result<TcpStream, ConnectError> {
-    let mut s = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(addr))
-        .await
-        .map_err(|_| ConnectError::Io(io::ErrorKind::TimedOut.into()))?
-        .map_err(ConnectError::Io)?;
-    s.set_nodelay(true).map_err(ConnectError::Io)?;
+async fn connect(
+    cfg: &TransportConfig,
+    peer: NodeId,
+    addr: &PeerAddr,
+    hello: &[u8],
+) -> Result<PeerStream, ConnectError> {
+    let mut s = secure::dial(cfg, peer, addr).await.map_err(|e| match e {
+        DialError::Io(e) => ConnectError::Io(e),
+        DialError::Tls(r) => ConnectError::Tls(r),
+    })?;
     s.write_all(hello).await.map_err(ConnectError::Io)?;
+    s.flush().await.map_err(ConnectError::Io)?;
     let r = tokio::time::timeout(Duration::from_secs(2), read_frame(&mut s, HELLO_MAX_FRAME))
         .await
         .map_err(|_| ConnectError::Io(io::ErrorKind::TimedOut.into()))?;
@@ -375,7 +394,7 @@ enum Pump {
 async fn pump(
     cfg: &TransportConfig,
     peer: NodeId,
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     rx: &mut mpsc::Receiver<Outgoing>,
     reset: &AtomicBool,
     depth: &AtomicU64,
@@ -426,14 +445,18 @@ fn link_down(cfg: &TransportConfig, peer: NodeId, reset: &AtomicBool) -> Option<
 
 /// Write `n` encoded messages at once (they leave the link's queue depth) and count them.
 async fn write_batch(
-    stream: &mut TcpStream,
+    stream: &mut PeerStream,
     bytes: &[u8],
     n: u64,
     depth: &AtomicU64,
     stats: &TransportStats,
 ) -> Result<(), Pump> {
     depth.fetch_sub(n.min(depth.load(Ordering::Relaxed)), Ordering::Relaxed);
-    match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
         Ok(Ok(())) => {
             stats.frames_out.fetch_add(n, Ordering::Relaxed);
             stats
@@ -491,8 +514,13 @@ pub async fn serve_inbound<T: From<Inbound> + Send + 'static>(
     }
 }
 
-/// Accept a hello, or say why not.
-fn check_hello(cfg: &TransportConfig, h: Hello) -> Result<NodeId, String> {
+/// Accept a hello, or say why not. With TLS, `certified` are the nodes the peer's certificate
+/// names: the hello must claim one of them.
+fn check_hello(
+    cfg: &TransportConfig,
+    h: Hello,
+    certified: Option<&[NodeId]>,
+) -> Result<NodeId, String> {
     if h.cluster_id != cfg.cluster_id {
         return Err(format!(
             "peer belongs to cluster '{}', this is cluster '{}'",
@@ -514,6 +542,14 @@ fn check_hello(cfg: &TransportConfig, h: Hello) -> Result<NodeId, String> {
             }
         }
     }
+    if let Some(ids) = certified {
+        if !ids.contains(&h.node_id) {
+            return Err(format!(
+                "its hello claims node {}, but its certificate is node {ids:?}'s",
+                h.node_id
+            ));
+        }
+    }
     if cfg.cut.is_cut(h.node_id) {
         return Err(format!("node {} is cut off (fault injection)", h.node_id));
     }
@@ -522,38 +558,56 @@ fn check_hello(cfg: &TransportConfig, h: Hello) -> Result<NodeId, String> {
 
 async fn inbound<T: From<Inbound> + Send + 'static>(
     cfg: TransportConfig,
-    mut s: TcpStream,
+    tcp: TcpStream,
     addr: SocketAddr,
     events: mpsc::Sender<T>,
     stats: Arc<TransportStats>,
     live: Arc<Mutex<HashMap<NodeId, Arc<AtomicBool>>>>,
     handshake: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let _ = s.set_nodelay(true);
+    // Anyone can open a connection: refusals are logged at most once a second.
+    static REFUSED: crate::RateLimitedWarn = crate::RateLimitedWarn::new();
+    let started = std::time::Instant::now();
+    let (mut s, certified) = match secure::accept(&cfg, tcp, HELLO_TIMEOUT).await {
+        Ok(x) => x,
+        Err(reason) => {
+            stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
+            if let Some(more) = REFUSED.check() {
+                warn!(%addr, "refusing peer connection: {reason} ({more} more refused since the last message)");
+            }
+            return;
+        }
+    };
+    let left = HELLO_TIMEOUT.saturating_sub(started.elapsed());
     let max_frame = cfg.max_frame();
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut s, HELLO_MAX_FRAME)).await
-    {
+    let hello = match tokio::time::timeout(left, read_frame(&mut s, HELLO_MAX_FRAME)).await {
         Ok(Ok(Some((K_HELLO, b)))) => decode_hello(b),
         Ok(Ok(Some(_))) => Err("expected a hello frame".to_string()),
         Ok(Ok(None)) => return,
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no hello within {} s", HELLO_TIMEOUT.as_secs())),
     };
-    let peer = match hello.and_then(|h| check_hello(&cfg, h)) {
+    let peer = match hello.and_then(|h| check_hello(&cfg, h, certified.as_deref())) {
         Ok(p) => p,
         Err(reason) => {
             stats.rejected_handshakes.fetch_add(1, Ordering::Relaxed);
-            // Anyone can send a bad hello: at most one message a second.
-            static REFUSED: crate::RateLimitedWarn = crate::RateLimitedWarn::new();
             if let Some(more) = REFUSED.check() {
                 warn!(%addr, "refusing peer connection: {reason} ({more} more refused since the last message)");
             }
-            let _ = tokio::time::timeout(WRITE_TIMEOUT, s.write_all(&reply(false, &reason))).await;
+            let refuse = async {
+                s.write_all(&reply(false, &reason)).await?;
+                s.shutdown().await
+            };
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, refuse).await;
             return;
         }
     };
+    let accepted = async {
+        s.write_all(&reply(true, "")).await?;
+        s.flush().await
+    };
     if !matches!(
-        tokio::time::timeout(WRITE_TIMEOUT, s.write_all(&reply(true, ""))).await,
+        tokio::time::timeout(WRITE_TIMEOUT, accepted).await,
         Ok(Ok(()))
     ) {
         return;
@@ -722,3 +776,5 @@ impl Reassembly {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tls_tests;

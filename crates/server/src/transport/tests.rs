@@ -1,5 +1,6 @@
 use super::frame::*;
 use super::*;
+use crate::config::PeerAddr;
 use bytes::{Buf, BufMut};
 use synod_core::wire::Wire;
 use synod_zab::{Msg, Point, Zxid};
@@ -115,8 +116,8 @@ fn hellos_name_the_groups_and_mismatched_protocols_are_refused() {
         cluster_id: "c1".into(),
         me: 1,
         members: [
-            (1, "127.0.0.1:1".parse().unwrap()),
-            (2, "127.0.0.1:2".parse().unwrap()),
+            (1, PeerAddr::parse("127.0.0.1:1").unwrap()),
+            (2, PeerAddr::parse("127.0.0.1:2").unwrap()),
         ]
         .into_iter()
         .collect(),
@@ -127,6 +128,7 @@ fn hellos_name_the_groups_and_mismatched_protocols_are_refused() {
         peer_queue: 10,
         max_handshakes: 1,
         link: LinkEmulations::default(),
+        tls: None,
     };
     let hello = |node, groups: Vec<(GroupId, &str)>| Hello {
         cluster_id: "c1".into(),
@@ -143,14 +145,20 @@ fn hellos_name_the_groups_and_mismatched_protocols_are_refused() {
     };
     let h = hello(2, vec![(0, "zab"), (1, "zab-ct"), (5, "paxos")]);
     assert_eq!(round_trip(&h), h);
-    assert_eq!(check_hello(&cfg, h), Ok(2));
-    let e = check_hello(&cfg, hello(2, vec![(1, "zab")])).unwrap_err();
+    assert_eq!(check_hello(&cfg, h.clone(), None), Ok(2));
+    assert_eq!(check_hello(&cfg, h.clone(), Some(&[2])), Ok(2), "certified");
+    let e = check_hello(&cfg, h, Some(&[3])).unwrap_err();
+    assert!(e.contains("certificate is node [3]'s"), "{e}");
+    let e = check_hello(&cfg, hello(2, vec![(1, "zab")]), None).unwrap_err();
     assert!(e.contains("group 1"), "{e}");
     assert!(
-        check_hello(&cfg, hello(1, vec![])).is_err(),
+        check_hello(&cfg, hello(1, vec![]), None).is_err(),
         "not a peer: itself"
     );
-    assert!(check_hello(&cfg, hello(3, vec![])).is_err(), "not a member");
+    assert!(
+        check_hello(&cfg, hello(3, vec![]), None).is_err(),
+        "not a member"
+    );
 }
 
 /// The peer transport on real loopback sockets, with and without emulated links.
@@ -194,7 +202,7 @@ mod emulated {
         let mut members = BTreeMap::new();
         for id in 1..=n {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            members.insert(id, l.local_addr().unwrap());
+            members.insert(id, l.local_addr().unwrap().into());
             listeners.push(l);
         }
         let mut nodes = Vec::new();
@@ -211,6 +219,7 @@ mod emulated {
                 peer_queue: 10_000,
                 max_handshakes: 8,
                 link: link.clone(),
+                tls: None,
             };
             let (tx, rx) = mpsc::channel(100_000);
             let stats = Arc::new(TransportStats::default());

@@ -177,7 +177,7 @@ fn cluster_full(base: u16, extra: &[&str], zab: &[&str], clients: bool) -> Clust
         let admin = base + 20 + i as u16;
         let client = clients.then_some(base + 30 + i as u16);
         let mut text = format!(
-            "cluster_id = \"test\"\nnode_id = {i}\nadmin_addr = \"127.0.0.1:{admin}\"\n\
+            "cluster_id = \"test\"\nnode_id = {i}\ninsecure = true\nadmin_addr = \"127.0.0.1:{admin}\"\n\
              data_dir = {:?}\nlog_level = \"info\"\n",
             data.display().to_string()
         );

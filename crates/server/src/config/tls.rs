@@ -1,0 +1,42 @@
+//! The `[tls]` section: the cluster's CA, this node's certificate and key, and what the client
+//! ports ask of clients. See crate::tls for what each port does with them.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The cluster's CA certificate(s), PEM. Peers must present a certificate it signed, and so
+    /// must clients when `client_auth` asks for one. Several CAs may be listed in the file
+    /// while one is rotated out.
+    pub ca_file: PathBuf,
+    /// This node's certificate (PEM, chain allowed), made by `synod certs node`: it names the
+    /// node (`node-<id>.<cluster>.synod`) and is used on every port.
+    pub cert_file: PathBuf,
+    /// Its private key (PEM).
+    pub key_file: PathBuf,
+    /// Client certificates on the client ports (ZooKeeper's `ssl.clientAuth`): `none`, `want`
+    /// (asked for and checked when sent; an x509 ACL id when valid) or `need`.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+    /// Serve the admin port over HTTPS (default true).
+    #[serde(default = "yes")]
+    pub admin: bool,
+    /// Serve the SconeKV gRPC port over TLS (default true).
+    #[serde(default = "yes")]
+    pub kv: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    None,
+    #[default]
+    Want,
+    Need,
+}
