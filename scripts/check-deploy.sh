@@ -145,12 +145,8 @@ PY
 }
 # make_certs DIR CLUSTER: a CA and node 1's certificate, made as docs/production.md makes them.
 make_certs() {
-  if ! "$SYNOD_BIN" certs --help >/dev/null 2>&1; then
-    echo "   NOTE: this synod has no certs command yet: TLS configurations not started" >&2
-    return 1
-  fi
-  "$SYNOD_BIN" certs ca --dir "$1" --cluster "$2" >/dev/null
-  "$SYNOD_BIN" certs node --dir "$1" --cluster "$2" --id 1 >/dev/null
+  "$SYNOD_BIN" certs ca --dir "$1" --cluster-id "$2" >/dev/null
+  "$SYNOD_BIN" certs node --dir "$1" --cluster-id "$2" --node-id 1 >/dev/null
 }
 # server_accepts TOML [ARGS...]: a real synod server starts with this configuration (node 1,
 # listening on loopback ports of its own) and stops cleanly on SIGTERM.
@@ -175,14 +171,13 @@ server_accepts() {
 }
 
 # start_config TOML CLUSTER: server_accepts with TOML's listen addresses moved to loopback and,
-# with [tls], certificates made for CLUSTER. Returns 1 (with a note) only when TLS is needed
-# and this synod cannot make certificates; fails the check when the server refuses TOML.
+# with [tls], certificates made for CLUSTER; the check fails when the server refuses TOML.
 start_config() {
   local toml=$1 cluster=$2 args=(--set client_addr=127.0.0.1:0)
   grep -q '^secure_client_addr' "$toml" && args+=(--set secure_client_addr=127.0.0.1:0)
   grep -q '^listen = ' "$toml" && args+=(--set kv.listen=127.0.0.1:0)
   if grep -q '^\[tls\]' "$toml"; then
-    [ -f "$work/certs-$cluster/node-1.crt" ] || make_certs "$work/certs-$cluster" "$cluster" || return 1
+    [ -f "$work/certs-$cluster/node-1.crt" ] || make_certs "$work/certs-$cluster" "$cluster"
     args+=(--set "tls.ca_file=\"$work/certs-$cluster/ca.crt\"" --set "tls.cert_file=\"$work/certs-$cluster/node-1.crt\""
       --set "tls.key_file=\"$work/certs-$cluster/node-1.key\"")
   fi
@@ -197,17 +192,18 @@ for values in "$chart"/ci/*-values.yaml; do
   "$helm" template synod "$chart" --namespace zk --kube-version 1.33.0 --values "$values" >"$out"
   validate "$out"
   config_of "$out" "$work/$name.toml"
-  if start_config "$work/$name.toml" synod-zk; then
-    echo "   $values: lint, render ($(kinds "$out")), schemas of Kubernetes ${KUBE_VERSIONS// /, }, synod server accepts its synod.toml"
-  else
-    echo "   $values: lint, render ($(kinds "$out")), schemas of Kubernetes ${KUBE_VERSIONS// /, }"
-  fi
+  start_config "$work/$name.toml" synod-zk
+  echo "   $values: lint, render ($(kinds "$out")), schemas of Kubernetes ${KUBE_VERSIONS// /, }, synod server accepts its synod.toml"
 done
 printf 'cluster_id = "x"\ninsecure = true\nfsync = "sometimes"\n[peers]\n1 = "127.0.0.1:1"\n' >"$work/bad.toml"
 expect_failure "a synod.toml with a bad fsync value (the server check)" server_accepts "$work/bad.toml"
-if start_config deploy/config/synod.toml prod-eu-1; then
-  echo "   deploy/config/synod.toml: synod server accepts it"
-fi
+make_certs "$work/certs-other" another-cluster
+expect_failure "deploy/config/synod.toml with certificates of another cluster (TLS is loaded and checked)" \
+  server_accepts deploy/config/synod.toml --set client_addr=127.0.0.1:0 --set secure_client_addr=127.0.0.1:0 \
+  --set "tls.ca_file=\"$work/certs-other/ca.crt\"" --set "tls.cert_file=\"$work/certs-other/node-1.crt\"" \
+  --set "tls.key_file=\"$work/certs-other/node-1.key\""
+start_config deploy/config/synod.toml prod-eu-1
+echo "   deploy/config/synod.toml: synod server accepts it"
 
 echo "== deploy: plain manifests (deploy/k8s)"
 "$helm" template synod "$chart" --namespace synod --kube-version 1.33.0 --values deploy/k8s/values.yaml \
@@ -241,8 +237,7 @@ promtool test rules deploy/prometheus/alerts.test.yaml
 
 echo "== deploy: Grafana dashboard and alerts against a live node's /metrics"
 # A 3-replica paxos cluster (paxos exports synod_protocol too), just long enough to scrape it.
-dev_flags=(--set insecure=true)
-"$SYNOD_BIN" dev --help | grep -q -- '--insecure' && dev_flags=(--insecure)
+dev_flags=(--insecure)   # plain HTTP on the admin port, for curl
 port=$((20000 + RANDOM % 20000))
 "$SYNOD_BIN" dev --nodes 3 --protocol paxos --base-port "$port" --data "$work/dev" "${dev_flags[@]}" >"$work/dev.log" 2>&1 &
 dev_pid=$!
