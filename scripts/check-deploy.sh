@@ -15,7 +15,9 @@
 #                             PromQL parsed by promtool
 #   deploy/systemd            systemd-analyze verify
 #   all YAML                  yamllint (PyPI)
-# Each checker is first shown to reject a broken input, so a check that cannot fail is caught.
+# The chart's pods also run as three local processes (their command, ConfigMap and a TLS Secret
+# made by `synod certs`) and must form a cluster. Each checker is first shown to reject a broken
+# input, so a check that cannot fail is caught.
 #
 # Usage: bash scripts/check-deploy.sh [--regenerate]   (--regenerate rewrites deploy/k8s/synod.yaml)
 # Tools are cached under target/deploy-tools/. Needs target/release/synod (SYNOD_BIN), Go and
@@ -35,8 +37,10 @@ SYNOD_BIN=${SYNOD_BIN:-$PWD/target/release/synod}
 tools=$PWD/target/deploy-tools
 work=$(mktemp -d "${TMPDIR:-/tmp}/synod-deploy.XXXXXX")
 dev_pid=""
+pod_pids=()
 cleanup() {
   if [ -n "$dev_pid" ]; then kill "$dev_pid" 2>/dev/null || true; wait "$dev_pid" 2>/dev/null || true; fi
+  for p in "${pod_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -204,6 +208,73 @@ expect_failure "deploy/config/synod.toml with certificates of another cluster (T
   --set "tls.key_file=\"$work/certs-other/node-1.key\""
 start_config deploy/config/synod.toml prod-eu-1
 echo "   deploy/config/synod.toml: synod server accepts it"
+
+echo "== deploy: the chart's pods as three local processes (their command, ConfigMap and TLS Secret)"
+# The StatefulSet's own command and ConfigMap (default values: TLS), with the paths of the
+# mounts moved into a directory here and the listen and peer addresses moved to loopback ports;
+# the Secret's files made with `synod certs` as docs/production.md says. Each pod must find its
+# node id in its host name and serve HTTPS with its own node certificate, and the three must
+# elect a leader over mutual TLS.
+pods=$work/pods
+mkdir -p "$pods/tls"
+"$helm" template synod "$chart" --namespace zk --kube-version 1.33.0 >"$pods/rendered.yaml"
+"$py/bin/python" - "$pods/rendered.yaml" "$pods" <<'PY2'
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ConfigMap":
+        open(sys.argv[2] + "/synod.toml", "w").write(d["data"]["synod.toml"])
+    if d and d["kind"] == "StatefulSet":
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        assert c["command"] == ["/bin/sh", "-c"], c["command"]
+        open(sys.argv[2] + "/command.sh", "w").write(c["args"][0])
+PY2
+"$SYNOD_BIN" certs ca --dir "$pods/certs" --cluster-id synod-zk >/dev/null
+for id in 1 2 3; do "$SYNOD_BIN" certs node --dir "$pods/certs" --cluster-id synod-zk --node-id "$id" >/dev/null; done
+cp "$pods/certs/ca.crt" "$pods"/certs/node-* "$pods/tls/"
+sed -i "s|/etc/synod/tls|$pods/tls|g" "$pods/synod.toml"
+sed -i "s|/usr/local/bin/synod|$SYNOD_BIN|; s|/etc/synod/synod.toml|$pods/synod.toml|; s|/etc/synod/tls|$pods/tls|g" "$pods/command.sh"
+grep -q "$pods/tls/node-\$id.crt" "$pods/command.sh" || fail "the pods' command no longer picks node-<id>.crt"
+pbase=$((20000 + RANDOM % 20000))
+peers=()
+for k in 0 1 2; do peers+=(--set "peers.$((k + 1))=\"127.0.0.1:$((pbase + k))\""); done
+start_pod() { # start_pod ORDINAL TLS_DIR
+  local k=$1
+  mkdir -p "$pods/data$k"
+  HOSTNAME=synod-$k /bin/sh -c "$(sed "s|$pods/tls|$2|g" "$pods/command.sh") \"\$@\"" sh "${peers[@]}" \
+    --set "peer_addr=127.0.0.1:$((pbase + k))" --set "admin_addr=127.0.0.1:$((pbase + 10 + k))" \
+    --set "client_addr=127.0.0.1:$((pbase + 20 + k))" --set "secure_client_addr=127.0.0.1:$((pbase + 30 + k))" \
+    --set "data_dir=\"$pods/data$k\"" >"$pods/pod$k.log" 2>&1 &
+  pod_pids+=($!)
+}
+# A pod given another node's certificate under its own name must not start.
+mkdir -p "$pods/wrong"
+cp "$pods/tls/ca.crt" "$pods/wrong/"
+cp "$pods/tls/node-2.crt" "$pods/wrong/node-1.crt"
+cp "$pods/tls/node-2.key" "$pods/wrong/node-1.key"
+start_pod 0 "$pods/wrong"
+wrong=${pod_pids[-1]}
+pod_pids=()
+if wait "$wrong"; then fail "pod 0 started with node 2's certificate"; fi
+grep -q "certificate" "$pods/pod0.log" || { cat "$pods/pod0.log"; fail "pod 0 failed, but not for its certificate"; }
+echo "   rejects pod 0 with node 2's certificate"
+rm -rf "$pods/data0"
+for k in 0 1 2; do start_pod "$k" "$pods/tls"; done
+ready=0
+for _ in $(seq 1 100); do
+  ready=0
+  for k in 0 1 2; do
+    # The node certificate names node-<ordinal + 1>.<cluster>.synod: curl checks that name.
+    curl -sf --cacert "$pods/tls/ca.crt" --resolve "node-$((k + 1)).synod-zk.synod:$((pbase + 10 + k)):127.0.0.1" \
+      "https://node-$((k + 1)).synod-zk.synod:$((pbase + 10 + k))/health" >/dev/null && ready=$((ready + 1))
+  done
+  [ "$ready" = 3 ] && break
+  sleep 0.2
+done
+[ "$ready" = 3 ] || { tail -5 "$pods"/pod*.log; fail "the three pods did not all become ready (/health over HTTPS)"; }
+for p in "${pod_pids[@]}"; do kill -TERM "$p"; done
+for p in "${pod_pids[@]}"; do wait "$p" || fail "a pod did not stop cleanly on SIGTERM"; done
+pod_pids=()
+echo "   3 pods: node ids from their host names, their own certificates, a leader elected over mutual TLS, ready over HTTPS, clean SIGTERM"
 
 echo "== deploy: plain manifests (deploy/k8s)"
 "$helm" template synod "$chart" --namespace synod --kube-version 1.33.0 --values deploy/k8s/values.yaml \
