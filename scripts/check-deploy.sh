@@ -326,6 +326,10 @@ kill "$dev_pid"; wait "$dev_pid" 2>/dev/null || true; dev_pid=""
 sed 's/synod_fsync_latency_seconds_bucket/synod_fsync_seconds_bucket/' deploy/grafana/synod.json >"$work/dash-renamed.json"
 expect_failure "a dashboard querying a metric synod does not export" \
   "$py/bin/python" deploy/check/observability.py "$work/dash-renamed.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
+sed 's/kind=\\"bytes_in\\"/kind=\\"bytes_received\\"/' deploy/grafana/synod.json >"$work/dash-kind.json"
+cmp -s deploy/grafana/synod.json "$work/dash-kind.json" && fail "the label-value test changed nothing"
+expect_failure "a dashboard selecting a transport kind synod does not have" \
+  "$py/bin/python" deploy/check/observability.py "$work/dash-kind.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
 head -c 2000 deploy/grafana/synod.json >"$work/dash-cut.json"
 expect_failure "a dashboard that is not valid JSON" \
   "$py/bin/python" deploy/check/observability.py "$work/dash-cut.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"

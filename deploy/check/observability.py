@@ -11,8 +11,9 @@ OUT_RULES  written here: every dashboard query as a recording rule, for `promtoo
 
 Fails (exit 1, one line per problem) on: a dashboard that is not JSON or lacks what Grafana
 needs to import it (title, uid, the datasource variable, panels with ids, positions and
-queries), two panels in one place, a query on a data source other than the variable, and any
-synod_* series named by a query or a rule that the node does not export.
+queries), two panels in one place, a query on a data source other than the variable, any
+synod_* series named by a query or a rule that the node does not export, and a literal label
+value (kind="bytes_in") the node's samples of that series never carry.
 """
 import json
 import re
@@ -55,6 +56,36 @@ def exported_names(text):
             if m:
                 names.add(m.group(0))
     return names
+
+
+def exported_labels(text):
+    """{series name: {label: set of values}} of the samples in an exposition."""
+    seen = {}
+    for line in text.splitlines():
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}", line)
+        if m and not line.startswith("#"):
+            labels = seen.setdefault(m.group(1), {})
+            for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"', m.group(2)):
+                labels.setdefault(k, set()).add(v)
+    return seen
+
+
+SELECTOR = re.compile(r"\b(synod_[a-z0-9_]+)\{([^}]*)\}")
+MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|=)\s*"([^"]*)"')
+
+
+def check_label_values(where, expr, labels, problems):
+    """A matcher on a label the node exports with literal values (kind="bytes_in",
+    kind=~"a|b") must name values the node has: a renamed kind would match nothing."""
+    for name, body in SELECTOR.findall(expr):
+        for label, op, value in MATCHER.findall(body):
+            have = labels.get(name, {}).get(label)
+            if not have:
+                continue  # no sample of this series with this label yet: nothing to compare
+            wanted = value.split("|") if op == "=~" else [value]
+            for w in wanted:
+                if re.fullmatch(r"[A-Za-z0-9_]+", w) and w not in have:
+                    problems.append(f"{where}: {name}{{{label}=\"{w}\"}}: the node's {label} values are {sorted(have)}")
 
 
 def check_dashboard(d, problems):
@@ -128,13 +159,16 @@ def main():
         for r in g.get("rules", []):
             exprs.append((f"alert {r.get('alert') or r.get('record')!r}", str(r.get("expr", ""))))
     with open(metrics_path) as f:
-        exported = exported_names(f.read())
+        text = f.read()
+    exported = exported_names(text)
+    labels = exported_labels(text)
     if not any(n.startswith("synod_") for n in exported):
         problems.append(f"{metrics_path}: no synod_ metric at all: not a synod node's /metrics")
     for where, e in exprs:
         for name in sorted(set(METRIC.findall(e))):
             if name not in exported:
                 problems.append(f"{where}: {name} is not a metric synod exports")
+        check_label_values(where, e, labels, problems)
     # Every dashboard query as a recording rule (label_values() is Grafana's, not PromQL).
     record = []
     for i, (where, e) in enumerate(x for x in exprs if x[0].startswith("panel")):
