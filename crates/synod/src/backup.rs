@@ -1,0 +1,287 @@
+//! `synod backup`, `synod restore` and `synod import`: a consistent backup of a running
+//! cluster's ZooKeeper tree over the admin port, seeding a new cluster from it, and moving an
+//! Apache ZooKeeper data directory over. The file format is synod_zk::backup; seeding is
+//! [`crate::restore`]; the ZooKeeper reader is synod_zk::import.
+//!
+//! ```text
+//! synod backup --admin 127.0.0.1:9181,127.0.0.1:9182 --out tree.synodbak
+//! synod restore --from tree.synodbak --config node1.toml     # on every node, before its first start
+//! synod import --zookeeper /var/lib/zookeeper --out tree.synodbak
+//! ```
+
+use crate::restore;
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use synod_server::config::Config;
+use synod_zk::backup::{self, Backup, Header};
+
+#[derive(Args, Debug)]
+pub struct BackupArgs {
+    /// Admin addresses (host:port, comma-separated) of the cluster's nodes; the first that
+    /// takes the backup is used.
+    #[arg(long, default_value = "127.0.0.1:9181")]
+    admin: String,
+    /// Where to write the backup (written to FILE.tmp, synced, then renamed).
+    #[arg(long)]
+    out: PathBuf,
+    /// The largest backup accepted, in bytes.
+    #[arg(long, default_value_t = 16 << 30)]
+    max_bytes: u64,
+    /// How long to wait for a node to answer.
+    #[arg(long, default_value_t = 120)]
+    timeout_s: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// The backup file (from `synod backup` or `synod import`).
+    #[arg(long)]
+    from: PathBuf,
+    /// The configuration of the node to seed (its data_dir, protocol and members).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override configuration keys, as `synod server --set`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Replace the log (and identity) the data directory already holds.
+    #[arg(long)]
+    force: bool,
+    /// Only check the file and print what it holds.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// ZooKeeper's dataDir (holding version-2/snapshot.*; the server must be stopped or the
+    /// directory copied).
+    #[arg(long)]
+    zookeeper: PathBuf,
+    /// ZooKeeper's dataLogDir, when its transaction logs are kept apart.
+    #[arg(long)]
+    zookeeper_logs: Option<PathBuf>,
+    /// Write a backup file.
+    #[arg(long, required_unless_present = "config")]
+    out: Option<PathBuf>,
+    /// Or seed this node's data directory directly (as `synod restore`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    #[arg(long)]
+    force: bool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Write `data` to `path` durably: a temporary file, synced, renamed, the directory synced.
+fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(data)
+        .and_then(|_| f.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename to {}", path.display()))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn describe(h: &Header, bytes: usize) -> String {
+    format!(
+        "source {} (cluster '{}', node {}), group {}, slot {}, zxid {:#x}, taken at {} ms, {} bytes",
+        h.source, h.cluster_id, h.node, h.group, h.slot, h.zxid, h.created_ms, bytes
+    )
+}
+
+/// One HTTP/1.1 `POST` with an empty body; the response's status and body (at most `max`
+/// bytes, by its Content-Length).
+fn post(addr: &str, path: &str, max: u64, timeout: Duration) -> Result<(u16, Bytes)> {
+    let sa = addr
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {addr}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{addr} resolves to nothing"))?;
+    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
+        .with_context(|| format!("cannot connect to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    // Headers: at most 64 KiB.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 64 << 10 {
+            bail!("{addr}: response headers longer than 64 KiB");
+        }
+        let n = s
+            .read(&mut byte)
+            .with_context(|| format!("{addr}: reading the response"))?;
+        if n == 0 {
+            bail!("{addr}: connection closed before the response headers ended");
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow!("{addr}: not an HTTP response"))?;
+    let len: Option<u64> = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok());
+    let Some(len) = len else {
+        bail!("{addr}: the response has no Content-Length");
+    };
+    if len > max {
+        bail!("{addr}: the backup is {len} bytes, more than --max-bytes {max}");
+    }
+    let mut body = Vec::with_capacity(len.min(1 << 30) as usize);
+    s.take(len)
+        .read_to_end(&mut body)
+        .with_context(|| format!("{addr}: reading the backup"))?;
+    if body.len() as u64 != len {
+        bail!(
+            "{addr}: the response ended after {} of {len} bytes",
+            body.len()
+        );
+    }
+    Ok((status, Bytes::from(body)))
+}
+
+pub fn run_backup(a: BackupArgs) -> Result<()> {
+    let timeout = Duration::from_secs(a.timeout_s);
+    let mut last = None;
+    for addr in a.admin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match post(addr, "/v1/backup", a.max_bytes, timeout) {
+            Ok((200, file)) => {
+                let b = backup::decode(&file)
+                    .map_err(|e| anyhow!("{addr} sent a backup that does not check: {e}"))?;
+                restore::machine(&b)?;
+                write_durably(&a.out, &file)?;
+                println!(
+                    "backup of {addr} written to {}: {}",
+                    a.out.display(),
+                    describe(&b.header, file.len())
+                );
+                return Ok(());
+            }
+            Ok((code, body)) => {
+                let why = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
+                eprintln!("{addr}: {code} {}", why.trim());
+                last = Some(anyhow!("{addr}: {code} {}", why.trim()));
+            }
+            Err(e) => {
+                eprintln!("{e:#}");
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow!("no admin address given")))
+}
+
+fn read_backup(path: &Path) -> Result<Backup> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    backup::decode(&Bytes::from(data))
+        .map_err(|e| anyhow!("{} is not a usable backup: {e}", path.display()))
+}
+
+fn load_config(path: Option<&Path>, set: &[String]) -> Result<Config> {
+    Config::load(path, set)
+}
+
+fn seed(cfg: &Config, b: &Backup, force: bool) -> Result<()> {
+    let (at, zxid) = restore::seed(cfg, b, force)?;
+    println!(
+        "node {} of cluster '{}' ({}): {} seeded at slot {}, zxid {zxid:#x}; start it with \
+         `synod server --config ...`",
+        cfg.node_id,
+        cfg.cluster_id,
+        cfg.protocol,
+        cfg.data_dir.display(),
+        at.slot
+    );
+    Ok(())
+}
+
+pub fn run_restore(a: RestoreArgs) -> Result<()> {
+    let b = read_backup(&a.from)?;
+    let m = restore::machine(&b)?;
+    println!(
+        "{}: {}; {} nodes, {} sessions",
+        a.from.display(),
+        describe(&b.header, b.state.len()),
+        m.tree.nodes.len(),
+        m.tree.sessions.len()
+    );
+    if a.check {
+        return Ok(());
+    }
+    if a.config.is_none() && a.set.is_empty() {
+        bail!("--config (the node to seed) is required unless --check");
+    }
+    let cfg = load_config(a.config.as_deref(), &a.set)?;
+    seed(&cfg, &b, a.force)?;
+    Ok(())
+}
+
+pub fn run_import(a: ImportArgs) -> Result<()> {
+    let i = synod_zk::import::import(&a.zookeeper, a.zookeeper_logs.as_deref())
+        .map_err(|e| anyhow!("{e}"))?;
+    for w in &i.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "read {} and {} log file(s): {} transactions replayed ({} already in the fuzzy \
+         snapshot), zxid {:#x}, {} nodes, {} sessions ({} dead sessions' ephemerals dropped)",
+        i.snapshot.display(),
+        i.logs.len(),
+        i.replayed,
+        i.failed,
+        i.zxid,
+        i.nodes,
+        i.sessions,
+        i.dead_sessions
+    );
+    let header = Header {
+        cluster_id: String::new(),
+        source: format!("zookeeper:{}", a.zookeeper.display()),
+        node: 0,
+        group: 0,
+        slot: 1,
+        tag: i.zxid as u64,
+        zxid: i.zxid,
+        created_ms: now_ms(),
+    };
+    let file = backup::encode(&header, &i.state);
+    let b = backup::decode(&file).map_err(|e| anyhow!("{e}"))?;
+    restore::machine(&b)?;
+    if let Some(out) = &a.out {
+        write_durably(out, &file)?;
+        println!("backup written to {}", out.display());
+    }
+    if a.config.is_some() {
+        let cfg = load_config(a.config.as_deref(), &a.set)?;
+        seed(&cfg, &b, a.force)?;
+    }
+    Ok(())
+}
