@@ -86,5 +86,8 @@ trap 'kill $kvdev 2>/dev/null || true' EXIT
 kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true
 
+echo "== Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
+SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops
+
 echo "== Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
 bash scripts/check-deploy.sh
