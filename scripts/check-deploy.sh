@@ -102,6 +102,27 @@ printf 'FROM debian:bookworm-slim\nMAINTAINER someone\nRUN cd /tmp && apt-get in
 expect_failure "a Dockerfile with a deprecated MAINTAINER, cd in RUN and an unconfirmed apt-get" \
   "$py/bin/hadolint" "$work/Dockerfile.bad"
 "$py/bin/hadolint" Dockerfile
+# No Docker engine here: check instead that the build context .dockerignore leaves is a whole
+# workspace (every member and path dependency inside it, Cargo.lock in step) and holds what
+# the Dockerfile copies. .dockerignore is "*" then "!path" exceptions (then exclusions).
+# check_context DOCKERIGNORE DIR
+check_context() {
+  local line want
+  grep -qx '\*' "$1" || { echo "$1 must start from '*' (an allow list)"; return 1; }
+  mkdir -p "$2"
+  while read -r line; do
+    case "$line" in '!'*) cp -r "${line#!}" "$2/" ;; esac
+  done < <(grep -v '^#' "$1")
+  while read -r want; do
+    [ -e "$2/$want" ] || { echo "the Dockerfile copies $want, which $1 leaves out"; return 1; }
+  done < <(awk '$1 == "COPY" && $2 !~ /^--from/ { for (i = 2; i < NF; i++) print $i }' Dockerfile)
+  (cd "$2" && cargo metadata --locked --offline --format-version 1 >/dev/null)
+}
+grep -v '^!proto/$' .dockerignore >"$work/dockerignore.bad"
+expect_failure "a .dockerignore that leaves out proto/, which the Dockerfile copies" \
+  check_context "$work/dockerignore.bad" "$work/context-bad"
+check_context .dockerignore "$work/context" || fail "the Docker build context is incomplete (see .dockerignore)"
+echo "   the build context .dockerignore leaves is a complete workspace with what the Dockerfile copies"
 
 echo "== deploy: YAML (yamllint)"
 yamllint_cfg='{extends: default, rules: {line-length: {max: 400}, indentation: {indent-sequences: whatever}, document-start: disable, truthy: {check-keys: false}, comments: {min-spaces-from-content: 1}, brackets: {max-spaces-inside: 1}, braces: {max-spaces-inside: 1}}}'
