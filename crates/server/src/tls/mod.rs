@@ -123,7 +123,7 @@ impl Tls {
         self.now().not_after_unix
     }
 
-    /// The serial number of the certificate in use (hex), for logs.
+    /// The serial number of the certificate in use (hex), as [`serial_of`] reads it.
     pub fn serial(&self) -> String {
         self.now().serial.clone()
     }
@@ -231,6 +231,11 @@ fn load(cfg: &TlsConfig, cluster_id: &str, me: NodeId) -> Result<Loaded> {
         not_after_unix,
         serial,
     })
+}
+
+/// A certificate's serial number (hex).
+pub fn serial_of(der: &CertificateDer<'_>) -> String {
+    names::validity(der).1
 }
 
 #[cfg(test)]

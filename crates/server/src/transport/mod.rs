@@ -250,6 +250,17 @@ pub fn start_outbound<T: From<Inbound> + Send + 'static>(
     senders
 }
 
+/// The hello frame a node sends first on a peer connection (for tools and tests that play a
+/// peer, e.g. an impostor in the TLS tests).
+pub fn hello_frame(cluster_id: &str, node_id: NodeId, groups: &[(GroupId, String)]) -> Vec<u8> {
+    encode_hello(&Hello {
+        cluster_id: cluster_id.to_string(),
+        node_id,
+        groups: groups.to_vec(),
+    })
+    .to_vec()
+}
+
 fn my_hello(cfg: &TransportConfig) -> BytesMut {
     encode_hello(&Hello {
         cluster_id: cfg.cluster_id.clone(),
