@@ -173,6 +173,17 @@ make_certs() {
   "$SYNOD_BIN" certs ca --dir "$1" --cluster-id "$2" >/dev/null
   "$SYNOD_BIN" certs node --dir "$1" --cluster-id "$2" --node-id 1 >/dev/null
 }
+# stop PID: SIGTERM, and the process must exit 0 within 15 s.
+stop() {
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 1 150); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$1" 2>/dev/null; then
+    kill -KILL "$1"; wait "$1" 2>/dev/null || true
+    echo "process $1 did not stop within 15 s of SIGTERM"
+    return 1
+  fi
+  wait "$1"
+}
 # server_accepts TOML [ARGS...]: a real synod server starts with this configuration (node 1,
 # listening on loopback ports of its own) and stops cleanly on SIGTERM.
 server_accepts() {
@@ -191,8 +202,7 @@ server_accepts() {
     cat "$log" >&2
     return 1
   fi
-  kill -TERM "$pid"
-  wait "$pid" || { cat "$log" >&2; return 1; }
+  stop "$pid" || { cat "$log" >&2; return 1; }
 }
 
 # start_config TOML CLUSTER: server_accepts with TOML's listen addresses moved to loopback and,
@@ -275,7 +285,9 @@ cp "$pods/tls/node-2.key" "$pods/wrong/node-1.key"
 start_pod 0 "$pods/wrong"
 wrong=${pod_pids[-1]}
 pod_pids=()
-if wait "$wrong"; then fail "pod 0 started with node 2's certificate"; fi
+for _ in $(seq 1 50); do kill -0 "$wrong" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$wrong" 2>/dev/null; then kill "$wrong"; wait "$wrong" || true; fail "pod 0 started with node 2's certificate"; fi
+if wait "$wrong"; then fail "pod 0 exited 0 with node 2's certificate"; fi
 grep -q "certificate" "$pods/pod0.log" || { cat "$pods/pod0.log"; fail "pod 0 failed, but not for its certificate"; }
 echo "   rejects pod 0 with node 2's certificate"
 rm -rf "$pods/data0"
@@ -293,7 +305,7 @@ for _ in $(seq 1 100); do
 done
 [ "$ready" = 3 ] || { tail -5 "$pods"/pod*.log; fail "the three pods did not all become ready (/health over HTTPS)"; }
 for p in "${pod_pids[@]}"; do kill -TERM "$p"; done
-for p in "${pod_pids[@]}"; do wait "$p" || fail "a pod did not stop cleanly on SIGTERM"; done
+for p in "${pod_pids[@]}"; do stop "$p" || fail "a pod did not stop cleanly on SIGTERM"; done
 pod_pids=()
 echo "   3 pods: node ids from their host names, their own certificates, a leader elected over mutual TLS, ready over HTTPS, clean SIGTERM"
 
