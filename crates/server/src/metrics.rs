@@ -79,6 +79,42 @@ struct GroupFamilies {
     core: Family<GroupNameLabel, FloatGauge>,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    pub limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+/// Counters of the ZooKeeper client port's defences: limits that refused or slowed a client
+/// (`synod_zk_limited_total{limit=...}`, the label being the config key under `[zookeeper]`
+/// or `sasl`), and SASL exchanges (`synod_zk_sasl_total{outcome="ok"|"failed"}`). One set per
+/// process (a server runs one client port).
+#[derive(Clone, Default)]
+pub struct ZkFrontCounters {
+    limited: Family<LimitLabel, Counter>,
+    sasl: Family<OutcomeLabel, Counter>,
+}
+
+impl ZkFrontCounters {
+    pub fn limited(&self, limit: &'static str) {
+        self.limited.get_or_create(&LimitLabel { limit }).inc();
+    }
+    pub fn sasl(&self, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        self.sasl.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+}
+
+/// The process's ZooKeeper client-port counters.
+pub fn zk_front() -> &'static ZkFrontCounters {
+    static C: std::sync::OnceLock<ZkFrontCounters> = std::sync::OnceLock::new();
+    C.get_or_init(ZkFrontCounters::default)
+}
+
 pub struct Metrics {
     registry: Registry,
     /// One WAL batch: its write and fdatasync.
@@ -204,6 +240,16 @@ impl Metrics {
             groups,
         };
         let mut r = Registry::with_prefix("synod");
+        r.register(
+            "zk_limited",
+            "ZooKeeper clients refused, closed, failed or slowed by a limit (label: the [zookeeper] key)",
+            zk_front().limited.clone(),
+        );
+        r.register(
+            "zk_sasl",
+            "SASL DIGEST-MD5 exchanges on the ZooKeeper client port, by outcome",
+            zk_front().sasl.clone(),
+        );
         r.register(
             "fsync_latency_seconds",
             "Duration of one WAL batch write and fdatasync",
@@ -415,6 +461,22 @@ mod tests {
         );
         assert!(
             text.contains("synod_protocol{group=\"3\",name=\"paxos_batch_size\"} 1.5"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn zk_front_counters_are_exported() {
+        let m = Metrics::new(Default::default());
+        zk_front().limited("max_client_cnxns");
+        zk_front().sasl(false);
+        let text = m.render();
+        assert!(
+            text.contains("synod_zk_limited_total{limit=\"max_client_cnxns\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains("synod_zk_sasl_total{outcome=\"failed\"}"),
             "{text}"
         );
     }

@@ -90,10 +90,25 @@ pub fn fix_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, i32> {
             }
             "digest" if a.id.id.split_once(':').is_some() => out.push(a.clone()),
             "ip" if valid_ip(&a.id.id) => out.push(a.clone()),
+            // As ZooKeeper with its SASL and X509 providers registered: a SASL id is a user
+            // or Kerberos name, an x509 id a certificate subject.
+            "sasl" if valid_sasl(&a.id.id) => out.push(a.clone()),
+            "x509" if !a.id.id.is_empty() => out.push(a.clone()),
             _ => return Err(err::INVALID_ACL),
         }
     }
     Ok(out)
+}
+
+/// A `sasl` ACL id as ZooKeeper's SASLAuthenticationProvider.isValid takes it (a KerberosName):
+/// any name without `@`, or `name[/host]@realm` with no further `/` or `@`.
+fn valid_sasl(id: &str) -> bool {
+    match id.split_once('@') {
+        None => true,
+        Some((principal, realm)) => {
+            !realm.contains(['@', '/']) && principal.matches('/').count() <= 1
+        }
+    }
 }
 
 /// An `ip` ACL id as ZooKeeper's IPAuthenticationProvider.isValid takes it: an IPv4 address,
@@ -137,6 +152,18 @@ mod tests {
         for good in ["10.0.0.1", "10.0.0.0/8", "0.0.0.0/0"] {
             assert!(fix_acl(&[acl(31, "ip", good)], &[]).is_ok(), "{good}");
         }
+        for good in ["bob", "zk/host@EXAMPLE.COM", "bob@EXAMPLE.COM"] {
+            assert!(fix_acl(&[acl(31, "sasl", good)], &[]).is_ok(), "{good}");
+        }
+        for bad in ["a@b@c", "a/b/c@R", "a@R/x"] {
+            assert_eq!(
+                fix_acl(&[acl(31, "sasl", bad)], &[]),
+                Err(err::INVALID_ACL),
+                "{bad}"
+            );
+        }
+        assert!(fix_acl(&[acl(31, "x509", "CN=client,O=synod")], &[]).is_ok());
+        assert_eq!(fix_acl(&[acl(31, "x509", "")], &[]), Err(err::INVALID_ACL));
         // Permission bits are kept as sent, and the order as set (duplicates dropped).
         let set = [
             acl(63, "world", "anyone"),

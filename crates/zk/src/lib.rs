@@ -5,10 +5,12 @@
 pub mod acl;
 pub mod backup;
 pub mod import;
+pub mod jaas;
 pub mod jute;
 pub mod machine;
 pub mod path;
 pub mod quota;
 pub mod ratelimit;
+pub mod sasl;
 pub mod tree;
 pub mod watch;

@@ -84,6 +84,16 @@ impl Watches {
         }
     }
 
+    /// Change the per-session limit (0: none); watches already held stay.
+    pub fn set_limit(&mut self, limit_per_session: usize) {
+        self.limit = limit_per_session;
+    }
+
+    /// Watches one session holds.
+    pub fn of_session(&self, session: i64) -> usize {
+        self.count.get(&session).copied().unwrap_or(0)
+    }
+
     /// Watches registered, all kinds and sessions.
     pub fn total(&self) -> usize {
         self.count.values().sum()

@@ -26,14 +26,18 @@
 //! | `mod.rs` | the listener, connection limits, the front's shared state |
 //! | `handshake.rs` | ConnectRequest: new sessions, re-attached sessions |
 //! | `requests.rs` | the request pipeline of one connection, local reads, auth |
+//! | `auth.rs` | SASL DIGEST-MD5, required authentication, the watch limit |
+//! | `throttle.rs` | reading a connection at most `max_read_bytes_per_second` |
 //! | `frames.rs` | request and reply frames |
 //! | `words.rs` | four-letter words |
 //! | `duties.rs` | serving or not, session touches, the leader's expiry and reaping |
 
+mod auth;
 mod duties;
 mod frames;
 mod handshake;
 mod requests;
+mod throttle;
 mod words;
 
 pub use frames::read_request;
@@ -43,8 +47,8 @@ pub use requests::digest_id;
 use crate::host::{GroupHandle, SubmitResult};
 use crate::machine::ZooKeeper;
 use crate::protocol::Zxids;
-use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,7 +56,7 @@ use synod_zk::jute::Acl;
 use synod_zk::machine::Txn;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 #[derive(Clone, Debug)]
 pub struct FrontConfig {
@@ -112,6 +116,16 @@ pub struct Front {
     timed_out: crate::RateLimitedWarn,
     /// Malformed or oversized input: anyone can send it, so it is logged at most once a second.
     bad_input: crate::RateLimitedWarn,
+    /// SASL users (name → password); None: SASL answered as by a ZooKeeper without it.
+    sasl_users: Option<BTreeMap<String, String>>,
+    /// Open connections per client address (`max_client_cnxns`).
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    auth_failures: crate::RateLimitedWarn,
+    /// Connections, requests and reads refused or slowed by a per-client limit (one log
+    /// rate limit per limit).
+    limited_cnxns: crate::RateLimitedWarn,
+    limited_watches: crate::RateLimitedWarn,
+    limited_rate: crate::RateLimitedWarn,
 }
 
 /// Replies buffered for one connection before they are written out (a client that does not
@@ -129,6 +143,21 @@ impl Drop for OpenGuard {
     }
 }
 
+/// Decrements a client address's connection count when its connection ends.
+struct IpGuard(Arc<Front>, IpAddr);
+
+impl Drop for IpGuard {
+    fn drop(&mut self) {
+        let mut m = self.0.per_ip.lock().expect("per_ip");
+        if let Some(n) = m.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
 fn now_ms() -> i64 {
     crate::now_ms()
 }
@@ -143,8 +172,15 @@ impl Front {
                 sessions: sessions.clone(),
                 touches: touches.clone(),
             }));
+            m.watches.set_limit(cfg.tuning.max_watches_per_session);
             m.zxids()
         };
+        // Checked when the configuration was loaded; a file that went bad since leaves SASL
+        // failing for everyone rather than open.
+        let sasl_users = cfg.tuning.sasl_users().unwrap_or_else(|e| {
+            error!("{e:#}; every SASL authentication will fail");
+            Some(BTreeMap::new())
+        });
         let (serving_tx, serving) = watch::channel(false);
         let base = ((cfg.node_id as u64 & 0xFF) << 56)
             | (((now_ms() as u64) << 16) & 0x00FF_FFFF_FFFF_0000);
@@ -165,6 +201,12 @@ impl Front {
             refused: crate::RateLimitedWarn::new(),
             timed_out: crate::RateLimitedWarn::new(),
             bad_input: crate::RateLimitedWarn::new(),
+            sasl_users,
+            per_ip: Mutex::new(HashMap::new()),
+            auth_failures: crate::RateLimitedWarn::new(),
+            limited_cnxns: crate::RateLimitedWarn::new(),
+            limited_watches: crate::RateLimitedWarn::new(),
+            limited_rate: crate::RateLimitedWarn::new(),
         });
         tokio::spawn(duties::run(front.clone(), serving_tx));
         front
@@ -192,13 +234,36 @@ impl Front {
                 }
                 continue;
             }
+            let Some(ip_guard) = self.claim_address(addr) else {
+                drop((stream, guard));
+                continue;
+            };
             let front = self.clone();
             tokio::spawn(async move {
-                let _guard = guard;
+                let _guard = (guard, ip_guard);
                 let _ = stream.set_nodelay(true);
                 front.connection(stream, addr).await;
             });
         }
+    }
+
+    /// Count a new connection against its address's `max_client_cnxns` (ZooKeeper's
+    /// maxClientCnxns: an excess connection is closed as soon as it is accepted).
+    fn claim_address(self: &Arc<Self>, addr: SocketAddr) -> Option<IpGuard> {
+        let max = self.cfg.tuning.max_client_cnxns;
+        let ip = addr.ip();
+        let mut m = self.per_ip.lock().expect("per_ip");
+        let n = m.entry(ip).or_insert(0);
+        if max > 0 && *n >= max {
+            drop(m);
+            crate::metrics::zk_front().limited("max_client_cnxns");
+            if let Some(more) = self.limited_cnxns.check() {
+                warn!(%addr, "too many connections from {ip}: max is {max} (zookeeper.max_client_cnxns); closing it; {more} more limited since the last message");
+            }
+            return None;
+        }
+        *n += 1;
+        Some(IpGuard(self.clone(), ip))
     }
 
     fn serving(&self) -> bool {

@@ -2,6 +2,7 @@
 //! reads served from this replica's state once no earlier write of the session is in flight,
 //! replies in request order, watch events before the replies sent after them.
 
+use super::auth::{add_identity, SaslOutcome, QUOTA_EXCEEDED, SESSION_CLOSED_REQUIRE_SASL_AUTH};
 use super::frames::{
     drain_events, encode_event, encode_reply, flush, next_request, REQUEST_OVERHEAD,
 };
@@ -45,6 +46,19 @@ impl Front {
                 .max_outstanding_bytes
                 .max(max_buffer + REQUEST_OVERHEAD),
         ));
+        let rate = self.cfg.tuning.max_read_bytes_per_second;
+        let mut warned = false;
+        let front = self.clone();
+        let on_throttle = Box::new(move || {
+            crate::metrics::zk_front().limited("max_read_bytes_per_second");
+            if !warned {
+                warned = true;
+                if let Some(more) = front.limited_rate.check() {
+                    tracing::info!(%addr, "reading a client more slowly: it sends more than {rate} bytes/s (zookeeper.max_read_bytes_per_second); {more} more limited since the last message");
+                }
+            }
+        });
+        let rd = super::throttle::Throttled::new(rd, rate, on_throttle);
         let reader = tokio::spawn(async move {
             // Pipelined requests are read with one recv per batch rather than two per request
             // (a small buffer: there may be thousands of connections).
@@ -66,10 +80,29 @@ impl Front {
         // Set once this client asked to close its session: the replicated close then closes the
         // connection only after its reply is sent.
         let mut closing = false;
+        let mut sasl_exchange = None;
         let why = 'conn: loop {
             // Start what may start: writes in order, a read once no earlier write is in flight.
             while let Some((xid, code, _, _, _)) = backlog.front() {
                 let (xid, code) = (*xid, *code);
+                if self.auth_missing(code, auth) {
+                    // require_auth (ZooKeeper's enforce.auth): answered in order, then closed.
+                    if !pending.is_empty() {
+                        break;
+                    }
+                    let (_, _, _, t, _) = backlog.pop_front().expect("front");
+                    encode_reply(
+                        &mut out,
+                        xid,
+                        0,
+                        &Reply::error(SESSION_CLOSED_REQUIRE_SASL_AUTH),
+                    );
+                    self.record(t);
+                    self.refused_unauthenticated(addr, auth);
+                    let _ = flush(&mut wr, &mut out, write_timeout).await;
+                    reader.abort();
+                    return "not authenticated (zookeeper.require_auth)".into();
+                }
                 let planted = self.cfg.bug_stale_sync && code == op::SYNC;
                 if read_only && is_write(code) {
                     // A read-only session: writes (and syncs) fail, as in ZooKeeper's
@@ -118,10 +151,29 @@ impl Front {
                     });
                 } else if pending.is_empty() {
                     let (_, _, body, t, permit) = backlog.pop_front().expect("front");
+                    if code == op::SASL {
+                        let outcome = self.sasl(
+                            session,
+                            auth,
+                            &mut sasl_exchange,
+                            addr,
+                            (xid, body),
+                            &mut events,
+                            &mut out,
+                        );
+                        drop(permit);
+                        self.record(t);
+                        if let SaslOutcome::Close(why) = outcome {
+                            let _ = flush(&mut wr, &mut out, write_timeout).await;
+                            reader.abort();
+                            return why;
+                        }
+                        continue;
+                    }
                     let e = self.local(
                         session,
                         auth,
-                        addr.ip(),
+                        addr,
                         (xid, code, body),
                         &mut events,
                         &mut out,
@@ -268,7 +320,7 @@ impl Front {
         &self,
         session: i64,
         auth: &mut Vec<Id>,
-        peer_ip: std::net::IpAddr,
+        addr: SocketAddr,
         (xid, code, body): (i32, i32, Bytes),
         events: &mut mpsc::Receiver<ConnEvent>,
         out: &mut BytesMut,
@@ -299,34 +351,28 @@ impl Front {
                 }
                 // As IPAuthenticationProvider: the identity is the client's own address.
                 Ok((_, scheme, _)) if scheme == "ip" => {
-                    add_identity(auth, "ip", &peer_ip.to_string());
+                    add_identity(auth, "ip", &addr.ip().to_string());
                     Reply::ok(BytesMut::new())
                 }
                 _ => Reply::error(err::AUTH_FAILED),
             },
-            // SASL with no SASL configured on the server: ZooKeeper answers OK with a null
-            // token and keeps the connection. (The Java client with a JAAS "Client" section
-            // then reports AuthFailed and fails its requests with AUTHFAILED, on ZooKeeper
-            // alike; one with a JAAS file but no "Client" section connects and works.)
-            op::SASL => {
-                let mut b = BytesMut::new();
-                b.opt_buffer(None);
-                Reply::ok(b)
-            }
             // Dynamic reconfiguration is disabled, as in ZooKeeper by default
             // (reconfigEnabled=false): its first check.
             op::RECONFIG => Reply::error(err::RECONFIG_DISABLED),
+            _ if self.watch_limited(m.watches.of_session(session), code, &body, addr) => {
+                Reply::error(QUOTA_EXCEEDED)
+            }
             _ => match m.read(session, auth, code, body) {
                 Ok(r) => r,
                 Err(_) => Reply::error(err::MARSHALLING_ERROR),
             },
         };
         drain_events(events, auth, out);
-        // The header as ZooKeeper fills it: pings answer with the ping xid; auth and SASL
-        // replies carry zxid 0, an invalid operation zxid -1.
+        // The header as ZooKeeper fills it: pings answer with the ping xid; auth replies carry
+        // zxid 0, an invalid operation zxid -1.
         let (xid, zxid) = match code {
             op::PING => (synod_zk::jute::xid::PING, zxid),
-            op::AUTH | op::SASL => (xid, 0),
+            op::AUTH => (xid, 0),
             _ if reply.err == err::UNIMPLEMENTED => (xid, -1),
             _ => (xid, zxid),
         };
@@ -387,15 +433,4 @@ pub fn digest_id(cred: &str) -> String {
         "{user}:{}",
         base64::engine::general_purpose::STANDARD.encode(hash)
     )
-}
-
-/// Add an identity to a connection's list once (ServerCnxn.addAuthInfo).
-fn add_identity(auth: &mut Vec<Id>, scheme: &str, id: &str) {
-    let id = Id {
-        scheme: scheme.into(),
-        id: id.into(),
-    };
-    if !auth.contains(&id) {
-        auth.push(id);
-    }
 }
