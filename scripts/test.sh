@@ -82,6 +82,7 @@ target/release/synod dev --kv --base-port 27000 --kv-port 27479 --data "$kvdir/d
 kvdev=$!
 trap 'kill $kvdev 2>/dev/null || true' EXIT
 (cd clients/python && SYNOD_KV_ADDR=127.0.0.1:27479,127.0.0.1:27480,127.0.0.1:27481 \
+  SYNOD_KV_CA="$kvdir/data/certs/ca.crt" \
   "../../$kvpy/bin/pytest" -q -p no:cacheprovider tests)
 kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true

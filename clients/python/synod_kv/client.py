@@ -150,7 +150,12 @@ class Client:
         backoff_max: float = 1.0,
         replica_reads: bool = False,
         recorder: Optional[Callable] = None,
+        ca: Optional[str] = None,
+        cert: Optional[str] = None,
+        key: Optional[str] = None,
     ):
+        """``ca``: the cluster CA's PEM file, for a cluster that serves TLS (``[tls] kv``, on
+        in a secure cluster); ``cert``/``key``: a client certificate to show the nodes."""
         if isinstance(seeds, str):
             seeds = [s.strip() for s in seeds.split(",") if s.strip()]
         if not seeds:
@@ -162,6 +167,19 @@ class Client:
         self.backoff_max = backoff_max
         self.replica_reads = replica_reads
         self.recorder = recorder
+        self._credentials = None
+        if ca is not None:
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+
+            self._credentials = grpc.ssl_channel_credentials(
+                root_certificates=read(ca),
+                private_key=read(key) if key else None,
+                certificate_chain=read(cert) if cert else None,
+            )
+        elif cert is not None:
+            raise InvalidArgument("a client certificate needs the cluster CA (ca=...)")
         self._lock = threading.Lock()
         self._channels = {}
         self._turn = itertools.count()
@@ -203,13 +221,14 @@ class Client:
         with self._lock:
             ch = self._channels.get(addr)
             if ch is None:
-                ch = grpc.insecure_channel(
-                    addr,
-                    options=[
-                        ("grpc.max_receive_message_length", _MAX_RESPONSE_BYTES),
-                        ("grpc.max_send_message_length", -1),
-                    ],
-                )
+                options = [
+                    ("grpc.max_receive_message_length", _MAX_RESPONSE_BYTES),
+                    ("grpc.max_send_message_length", -1),
+                ]
+                if self._credentials is not None:
+                    ch = grpc.secure_channel(addr, self._credentials, options=options)
+                else:
+                    ch = grpc.insecure_channel(addr, options=options)
                 self._channels[addr] = ch
         return pb_grpc.KvStub(ch)
 

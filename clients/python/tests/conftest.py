@@ -21,6 +21,13 @@ if not STUB.exists() or STUB.stat().st_mtime < PROTO.stat().st_mtime:
 sys.path.insert(0, str(ROOT))
 
 
+def kv_tls():
+    """TLS options for a cluster that serves it: SYNOD_KV_CA names the cluster CA's PEM file
+    (``synod dev`` makes ``<data>/certs/ca.crt``)."""
+    ca = os.environ.get("SYNOD_KV_CA")
+    return {"ca": ca} if ca else {}
+
+
 @pytest.fixture
 def kv_seeds():
     """The seeds of a real cluster, from SYNOD_KV_ADDR; the test is skipped without it."""
@@ -36,7 +43,7 @@ def kv_seeds():
     deadline = time.monotonic() + 60
     while True:
         try:
-            with Client(seeds, timeout=2.0, retries=2) as c:
+            with Client(seeds, timeout=2.0, retries=2, **kv_tls()) as c:
                 c.put("e2e-ready", "1")
             return seeds
         except Exception:

@@ -4,12 +4,13 @@ taking the ``kv_seeds`` fixture from conftest.py."""
 
 import uuid
 
+from conftest import kv_tls
 from synod_kv import Client
 
 
 def test_a_transaction_commits_and_its_writes_are_read_back(kv_seeds):
     prefix = f"e2e-{uuid.uuid4().hex}-"
-    with Client(kv_seeds) as client:
+    with Client(kv_seeds, **kv_tls()) as client:
         txn = client.begin()
         assert txn.get(prefix + "a") is None
         txn.put(prefix + "a", "1")
@@ -21,7 +22,7 @@ def test_a_transaction_commits_and_its_writes_are_read_back(kv_seeds):
 
 def test_single_key_operations_and_versions(kv_seeds):
     key = f"e2e-{uuid.uuid4().hex}"
-    with Client(kv_seeds) as client:
+    with Client(kv_seeds, **kv_tls()) as client:
         v1 = client.put(key, "a")
         assert client.compare_and_set(key, v1 - 1, "stale") == (False, v1)
         done, v2 = client.compare_and_set(key, v1, "b")
@@ -33,7 +34,7 @@ def test_single_key_operations_and_versions(kv_seeds):
 
 def test_the_second_of_two_conflicting_transactions_aborts(kv_seeds):
     key = f"e2e-{uuid.uuid4().hex}"
-    with Client(kv_seeds) as client:
+    with Client(kv_seeds, **kv_tls()) as client:
         first, second = client.begin(), client.begin()
         first.get(key)
         second.get(key)

@@ -31,6 +31,38 @@ pub struct ClientConfig {
     pub replica_reads: bool,
     /// Receives every finished transaction (see [`crate::history`]).
     pub recorder: Option<Recorder>,
+    /// TLS to the nodes (a cluster whose `[tls] kv` is on, the default of a secure cluster):
+    /// the cluster CA and, when the nodes ask for one, a client certificate.
+    pub tls: Option<ClientTls>,
+}
+
+/// The PEM files a client needs for a cluster that serves TLS.
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    /// The cluster CA (`ca.crt` of `synod certs`).
+    pub ca_pem: Vec<u8>,
+    /// A client certificate and its key (`client-<name>.crt/.key`), if any.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ClientTls {
+    /// Read the CA file and, optionally, a certificate and key file.
+    pub fn from_files(
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> std::io::Result<ClientTls> {
+        let read = |p: &std::path::Path| {
+            std::fs::read(p)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+        };
+        Ok(ClientTls {
+            ca_pem: read(ca)?,
+            identity: match identity {
+                Some((c, k)) => Some((read(c)?, read(k)?)),
+                None => None,
+            },
+        })
+    }
 }
 
 impl Default for ClientConfig {
@@ -44,6 +76,7 @@ impl Default for ClientConfig {
             backoff_max: Duration::from_secs(1),
             replica_reads: false,
             recorder: None,
+            tls: None,
         }
     }
 }
@@ -132,7 +165,7 @@ impl Client {
         if seeds.is_empty() {
             return Err(Error::InvalidArgument("no seed address".into()));
         }
-        let channels = Channels::new(config.timeout);
+        let channels = Channels::new(config.timeout, config.tls.clone());
         let mut retry = Retry::new(config.retries, config.backoff_initial, config.backoff_max);
         loop {
             let mut last = String::new();

@@ -55,7 +55,7 @@ pub mod routing;
 mod transport;
 pub mod txn;
 
-pub use client::{Client, ClientConfig, Versioned};
+pub use client::{Client, ClientConfig, ClientTls, Versioned};
 pub use error::{Error, Result};
 pub use history::{RecordedOp, RecordedOutcome, Recorder, TxnRecord};
 pub use limits::{MAX_KEY_BYTES, MAX_TXN_OPS, MAX_VALUE_BYTES};

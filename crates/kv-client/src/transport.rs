@@ -73,13 +73,15 @@ pub(crate) fn verdict(addr: &str, status: Option<proto::Status>) -> Verdict {
 /// The gRPC channels, one per node address, created on first use and kept.
 pub(crate) struct Channels {
     timeout: Duration,
+    tls: Option<crate::client::ClientTls>,
     by_address: Mutex<HashMap<String, Channel>>,
 }
 
 impl Channels {
-    pub fn new(timeout: Duration) -> Channels {
+    pub fn new(timeout: Duration, tls: Option<crate::client::ClientTls>) -> Channels {
         Channels {
             timeout,
+            tls,
             by_address: Mutex::new(HashMap::new()),
         }
     }
@@ -89,10 +91,22 @@ impl Channels {
         let channel = match map.get(addr) {
             Some(c) => c.clone(),
             None => {
-                let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+                let scheme = if self.tls.is_some() { "https" } else { "http" };
+                let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
                     .map_err(|e| Failure::not_sent(format!("bad address {addr:?}: {e}")))?
                     .connect_timeout(self.timeout)
                     .tcp_nodelay(true);
+                if let Some(t) = &self.tls {
+                    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+                    let mut c =
+                        ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&t.ca_pem));
+                    if let Some((cert, key)) = &t.identity {
+                        c = c.identity(Identity::from_pem(cert, key));
+                    }
+                    endpoint = endpoint
+                        .tls_config(c)
+                        .map_err(|e| Failure::not_sent(format!("TLS to {addr}: {e}")))?;
+                }
                 let c = endpoint.connect_lazy();
                 map.insert(addr.to_string(), c.clone());
                 c

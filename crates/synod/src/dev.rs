@@ -103,8 +103,11 @@ pub fn run(args: DevArgs) -> Result<()> {
         }
     }
     if args.kv {
+        let tls = cl.tls.as_ref().map_or(String::new(), |c| {
+            format!(" --ca {}", c.join("ca.crt").display())
+        });
         println!(
-            "Try: synod kv --servers {} put greeting hello",
+            "Try: synod kv --servers {}{tls} put greeting hello",
             cl.kv_addrs().join(",")
         );
     }

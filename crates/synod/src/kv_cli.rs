@@ -30,6 +30,15 @@ pub struct KvArgs {
     /// The limit of each RPC attempt, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// The cluster CA (PEM): talk TLS to nodes that serve it (`[tls] kv`, on in a secure
+    /// cluster; `synod dev` prints the files).
+    #[arg(long)]
+    ca: Option<std::path::PathBuf>,
+    /// A client certificate and key (PEM) to show the nodes (with --ca).
+    #[arg(long, requires = "key")]
+    cert: Option<std::path::PathBuf>,
+    #[arg(long, requires = "cert")]
+    key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: KvCommand,
 }
@@ -124,8 +133,17 @@ async fn run_async(args: KvArgs) -> Result<i32> {
         }
         _ => Vec::new(),
     };
+    let tls = match &args.ca {
+        Some(ca) => Some(synod_kv_client::ClientTls::from_files(
+            ca,
+            args.cert.as_deref().zip(args.key.as_deref()),
+        )?),
+        None if args.cert.is_some() => anyhow::bail!("--cert needs --ca"),
+        None => None,
+    };
     let config = ClientConfig {
         timeout: Duration::from_millis(args.timeout_ms),
+        tls,
         ..ClientConfig::default()
     };
     let client = Client::connect_with(&args.servers, config).await?;
