@@ -324,3 +324,75 @@ proptest! {
         }
     }
 }
+
+/// Containers, TTL nodes, setACL, deleteContainer, a V0 create (ZooKeeper < 3.3, no parent
+/// cversion) and a closeSession without its 3.6+ path list.
+#[test]
+fn every_transaction_type_replays() {
+    let mut w = W::default();
+    w.int(txnlog::LOG_MAGIC).int(2).long(0);
+    let mut b = W::default();
+    b.string("/c").buf(Some(b"c")).open_acl().int(3);
+    txn(&mut w, 0x55, 0x1_0000_0001, op::CREATE_CONTAINER, &b.0);
+    let mut b = W::default();
+    b.string("/t").buf(Some(b"t")).open_acl().int(4).long(5000);
+    txn(&mut w, 0x55, 0x1_0000_0002, op::CREATE_TTL, &b.0);
+    let mut b = W::default();
+    b.string("/c/v0").buf(Some(b"old")).open_acl().byte(0);
+    txn(&mut w, 0x55, 0x1_0000_0003, op::CREATE, &b.0);
+    let mut b = W::default();
+    b.string("/t")
+        .int(1)
+        .int(1)
+        .string("ip")
+        .string("10.0.0.1")
+        .int(7);
+    txn(&mut w, 0x55, 0x1_0000_0004, op::SET_ACL, &b.0);
+    let mut b = W::default();
+    b.string("/c/v0");
+    txn(&mut w, 0x55, 0x1_0000_0005, op::DELETE, &b.0);
+    let mut b = W::default();
+    b.string("/c");
+    txn(&mut w, 0x55, 0x1_0000_0006, op::DELETE_CONTAINER, &b.0);
+    txn(&mut w, 0x55, 0x1_0000_0007, op::CLOSE_SESSION, &[]);
+    let d = dir_with(&snapshot_bytes(), &w.0);
+    let i = import(d.path(), None).unwrap();
+    assert_eq!((i.replayed, i.failed), (7, 0));
+    let m = restored(&i);
+    let t = &m.tree;
+    assert!(t.get("/c").is_none(), "the container was deleted");
+    let ttl = t.get("/t").unwrap();
+    assert_eq!(ttl.kind(), crate::tree::Kind::Ttl(5000));
+    assert_eq!(ttl.stat.aversion, 7);
+    assert_eq!(ttl.acl[0].id.id, "10.0.0.1");
+    // The root counted /c and /t; the V0 create moved /c's cversion by one.
+    assert_eq!(t.get("/").unwrap().stat.cversion, 4);
+    assert!(
+        t.get("/a/e").is_none(),
+        "closed without a path list: its ephemerals go"
+    );
+    assert!(t.sessions.is_empty());
+    assert!(t.reapable.contains("/t"));
+}
+
+#[test]
+fn an_ephemeral_of_a_session_missing_from_the_table_is_dropped_at_load() {
+    // The snapshot's /a/e belongs to 0x55: the same snapshot without a session table.
+    let mut s = snapshot_bytes();
+    // Session count 1 → 0: drop the 12 bytes of the session (after the 16-byte header).
+    s.splice(16..32, 0i32.to_be_bytes());
+    // Seal again: the tail (seal, digest, seal) rebuilt over the changed bytes.
+    let body_end = s.len() - (8 + 4 + 1) - (8 + 4 + 8) - (8 + 4 + 1);
+    let mut w = W(s[..body_end].to_vec());
+    w.seal();
+    w.long(0x1_0000_0002).int(2).long(12345);
+    w.seal();
+    let mut log = W::default();
+    log.int(txnlog::LOG_MAGIC).int(2).long(0);
+    let d = dir_with(&w.0, &log.0);
+    let i = import(d.path(), None).unwrap();
+    assert_eq!(i.dead_sessions, 1);
+    let m = restored(&i);
+    assert!(m.tree.get("/a/e").is_none());
+    assert!(m.tree.get("/a").is_some());
+}
