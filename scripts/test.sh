@@ -92,3 +92,8 @@ SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider te
 
 echo "== Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
 bash scripts/check-deploy.sh
+
+echo "== Rolling upgrade: v0.1.0 clusters (zab, paxos, mencius) upgraded one node at a time under load"
+previous=$(bash scripts/build-previous.sh | tail -1)
+SYNOD_PREVIOUS_BIN="$previous" cargo test --release --locked -p synod --test upgrade -- \
+  --ignored --nocapture --test-threads 1
