@@ -16,8 +16,10 @@ pub struct TlsConfig {
     pub cert_file: PathBuf,
     /// Its private key (PEM).
     pub key_file: PathBuf,
-    /// Client certificates on the client ports (ZooKeeper's `ssl.clientAuth`): `none`, `want`
-    /// (asked for and checked when sent; an x509 ACL id when valid) or `need`.
+    /// Client certificates on the ZooKeeper secure port and the KV gRPC port (ZooKeeper's
+    /// `ssl.clientAuth`): `none`, `want` (asked for and checked when sent; an x509 ACL id
+    /// when valid) or `need`. The admin port always asks (`want`): /health, /metrics and
+    /// /v1/status are open, everything else needs a certificate from the cluster CA.
     #[serde(default)]
     pub client_auth: ClientAuth,
     /// Serve the admin port over HTTPS (default true).

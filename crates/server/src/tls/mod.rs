@@ -227,7 +227,9 @@ fn load(cfg: &TlsConfig, cluster_id: &str, me: NodeId) -> Result<Loaded> {
         peer_client: Arc::new(peer_client),
         zookeeper: server(cfg.client_auth, &[])?,
         grpc: server(cfg.client_auth, &[b"h2"])?,
-        admin: server(cfg.client_auth, &[b"http/1.1"])?,
+        // Always `want` on the admin port: probes and scrapers of /health and /metrics show no
+        // certificate, and every other endpoint needs one (crate::admin::serve).
+        admin: server(ClientAuth::Want, &[b"http/1.1"])?,
         not_after_unix,
         serial,
     })

@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub(crate) const MAGIC: u32 = 0x5359_4E44; // "SYND"
 /// The newest peer protocol version this build understands. Version 2 (v0.1.0): frames carry a
 /// group id; the hello lists the sender's groups.
-pub(crate) const PEER_VERSION: u16 = 3;
+pub(crate) const PEER_VERSION: u16 = 2;
 /// The oldest peer protocol version this build accepts in a hello.
 pub(crate) const MIN_PEER_VERSION: u16 = 2;
 /// The version this build puts in its hello, and so speaks on its outbound connections (the
@@ -41,7 +41,7 @@ pub(crate) const MIN_PEER_VERSION: u16 = 2;
 /// raises `MIN_PEER_VERSION` must follow one that no longer sends anything older. Raising the
 /// version is therefore done in two releases: N accepts it, N+1 sends it. The test
 /// `the_hello_is_understood_by_the_previous_release` keeps this release honest.
-pub(crate) const HELLO_VERSION: u16 = 3;
+pub(crate) const HELLO_VERSION: u16 = 2;
 const _: () = assert!(MIN_PEER_VERSION <= HELLO_VERSION && HELLO_VERSION <= PEER_VERSION);
 pub(crate) const K_WHOLE: u8 = 0;
 pub(crate) const K_CHUNK: u8 = 1;

@@ -579,6 +579,7 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
     // Anyone can open a connection: refusals are logged at most once a second.
     static REFUSED: crate::RateLimitedWarn = crate::RateLimitedWarn::new();
     let started = std::time::Instant::now();
+    let _ = tcp.set_nodelay(true);
     let (mut s, certified) = match secure::accept(&cfg, tcp, HELLO_TIMEOUT).await {
         Ok(x) => x,
         Err(reason) => {

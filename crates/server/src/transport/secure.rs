@@ -66,12 +66,11 @@ pub(crate) async fn dial(
 
 /// Secure an accepted connection. Returns the stream and, with TLS, the nodes its certificate
 /// names; `Err` with the reason to log when the peer is refused.
-pub(crate) async fn accept(
+pub(crate) async fn accept<S: PeerIo + 'static>(
     cfg: &TransportConfig,
-    tcp: TcpStream,
+    tcp: S,
     timeout: Duration,
 ) -> Result<(PeerStream, Option<Vec<NodeId>>), String> {
-    let _ = tcp.set_nodelay(true);
     let Some(tls) = &cfg.tls else {
         return Ok((Box::new(tcp), None));
     };

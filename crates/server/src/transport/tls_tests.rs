@@ -244,3 +244,90 @@ fn peers_need_a_certificate_of_the_cluster_ca_naming_the_node_they_claim() {
         );
     });
 }
+
+/// Hostile bytes into the TLS handshake of the peer port: a real ClientHello of a node, mutated
+/// (flipped bits, forged lengths, splices), and random bytes. The handshake fails with a reason
+/// and never panics, and its allocations stay bounded by what arrived.
+mod hostile {
+    use super::*;
+    use crate::fuzz::{bounded, config, mutate, mutation};
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    struct Fixture {
+        cfg: TransportConfig,
+        hello: Vec<u8>,
+        _dir: tempfile::TempDir,
+    }
+
+    fn fixture() -> &'static Fixture {
+        static F: OnceLock<Fixture> = OnceLock::new();
+        F.get_or_init(|| {
+            let d = tempfile::tempdir().unwrap();
+            create_ca(d.path(), CLUSTER, 10).unwrap();
+            for id in 1..=2 {
+                create_node(d.path(), CLUSTER, id, &[], 10).unwrap();
+            }
+            let members: BTreeMap<NodeId, PeerAddr> = [
+                (1, "127.0.0.1:1".parse::<SocketAddr>().unwrap().into()),
+                (2, "127.0.0.1:2".parse::<SocketAddr>().unwrap().into()),
+            ]
+            .into_iter()
+            .collect();
+            let tls1 = Tls::load(&files(d.path(), 1), CLUSTER, 1).unwrap();
+            // What a peer sends first: its ClientHello.
+            let c = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+            let name = ServerName::try_from(crate::tls::node_name(CLUSTER, 1)).unwrap();
+            let mut conn = rustls::ClientConnection::new(Arc::new(c), name).unwrap();
+            let mut hello = Vec::new();
+            conn.write_tls(&mut hello).unwrap();
+            Fixture {
+                cfg: super::config(1, &members, Some(tls1)),
+                hello,
+                _dir: d,
+            }
+        })
+    }
+
+    /// Feed `data` to the peer port's TLS accept, then end the stream: refused, never a panic.
+    fn consume(data: &[u8]) {
+        let f = fixture();
+        let r = bounded(data.len(), || {
+            crate::fuzz::block_on(async {
+                let (mut near, far) = tokio::io::duplex(64 << 10);
+                near.write_all(data).await.unwrap();
+                near.shutdown().await.unwrap();
+                secure::accept(&f.cfg, far, Duration::from_secs(2))
+                    .await
+                    .map(|_| ())
+            })
+        });
+        assert!(r.is_err(), "junk was accepted as a peer");
+    }
+
+    #[test]
+    fn the_real_client_hello_alone_is_not_a_peer() {
+        consume(&fixture().hello);
+    }
+
+    proptest! {
+        #![proptest_config(config(300))]
+
+        #[test]
+        fn mutated_client_hellos_are_refused(muts in prop::collection::vec(mutation(), 1..6)) {
+            let f = fixture();
+            consume(&mutate(&f.hello, &muts, std::slice::from_ref(&f.hello)));
+        }
+
+        #[test]
+        fn random_bytes_are_refused(data in prop::collection::vec(any::<u8>(), 0..2048)) {
+            consume(&data);
+        }
+    }
+}
