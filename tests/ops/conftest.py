@@ -107,8 +107,10 @@ class ZooKeeper:
 class Synod:
     """Three synod servers (not started): cluster k of the test run."""
 
-    def __init__(self, workdir, k, protocol, n=3):
+    def __init__(self, workdir, k, protocol, n=3, tls=None):
+        """`tls`: a directory made by `synod certs dev` (else the cluster runs insecure)."""
         self.n = n
+        self.tls = tls
         self.protocol = protocol
         self.base = BASE + 10 + 20 * k
         self.peer_base = BASE + 10000 + 10 + 20 * k
@@ -133,14 +135,20 @@ class Synod:
         path = os.path.join(self.dir, "node%d.toml" % i)
         with open(path, "w") as f:
             f.write(
-                'cluster_id = "ops-%s"\nnode_id = %d\nprotocol = "%s"\ninsecure = true\n'
-                'client_addr = "127.0.0.1:%d"\nadmin_addr = "%s"\ndata_dir = "%s"\nlog_level = "info"\n'
+                'cluster_id = "ops-%s"\nnode_id = %d\nprotocol = "%s"\n'
+                'client_addr = "127.0.0.1:%d"\nadmin_addr = "%s"\ndata_dir = "%s"\nlog_level = "info"\n%s'
                 "[zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 500\n"
                 "leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n"
                 '[zookeeper]\nsuper_digest = "%s"\n[peers]\n%s'
                 % (self.protocol, i, self.protocol, self.client_port(i), self.admin(i), self.data_dir(i),
-                   SUPER_DIGEST, peers))
+                   self.security(i), SUPER_DIGEST, peers))
         return path
+
+    def security(self, i):
+        if not self.tls:
+            return "insecure = true\n"
+        return ('[tls]\nca_file = "%s/ca.crt"\ncert_file = "%s/node-%d.crt"\nkey_file = "%s/node-%d.key"\n'
+                % (self.tls, self.tls, i, self.tls, i))
 
     def start(self):
         for i in range(1, self.n + 1):

@@ -103,3 +103,31 @@ def test_a_corrupt_backup_is_refused(workdir, taken):
     assert code != 0 and "truncated" in out, out
     code, out = synod("restore", "--from", taken["file"], "--check")
     assert "source synod:zab" in out, out
+
+
+def test_a_backup_over_https_needs_a_client_certificate_of_the_cluster(workdir, taken):
+    certs = os.path.join(workdir, "certs")
+    synod("certs", "dev", "--dir", certs, "--cluster-id", "ops-zab")
+    c = Synod(workdir, 3, "zab", tls=certs)
+    for i in range(1, c.n + 1):
+        synod("restore", "--from", taken["file"], "--config", c.config(i))
+    c.start()
+    try:
+        out = os.path.join(workdir, "tls.synodbak")
+        # Plain HTTP to an HTTPS port, then HTTPS with a certificate of another CA: refused.
+        code, text = synod("backup", "--admin", c.admin(1), "--out", out, check=False)
+        assert code != 0 and not os.path.exists(out), text
+        other = os.path.join(workdir, "other-certs")
+        synod("certs", "dev", "--dir", other, "--cluster-id", "ops-zab")
+        code, text = synod("backup", "--admin", c.admin(1), "--out", out, "--ca", os.path.join(certs, "ca.crt"),
+                           "--cert", os.path.join(other, "client-root.crt"),
+                           "--key", os.path.join(other, "client-root.key"), check=False)
+        assert code != 0 and not os.path.exists(out), text
+        _, text = synod("backup", "--admin", c.admin(2), "--out", out, "--ca", os.path.join(certs, "ca.crt"),
+                        "--cert", os.path.join(certs, "client-root.crt"),
+                        "--key", os.path.join(certs, "client-root.key"))
+        assert "written to" in text, text
+        _, text = synod("restore", "--from", out, "--check")
+        assert "source synod:zab (cluster 'ops-zab', node 2)" in text, text
+    finally:
+        c.stop()

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! synod backup --admin 127.0.0.1:9181,127.0.0.1:9182 --out tree.synodbak
+//! synod backup --admin node1:9181 --ca ca.crt --cert client-root.crt --key client-root.key --out tree.synodbak
 //! synod restore --from tree.synodbak --config node1.toml     # on every node, before its first start
 //! synod import --zookeeper /var/lib/zookeeper --out tree.synodbak
 //! ```
@@ -16,6 +17,7 @@ use clap::Args;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use synod_server::config::Config;
 use synod_zk::backup::{self, Backup, Header};
@@ -35,6 +37,15 @@ pub struct BackupArgs {
     /// How long to wait for a node to answer.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
+    /// The cluster CA (PEM): speak HTTPS to an admin port with `[tls]` (the default there).
+    #[arg(long, requires_all = ["cert", "key"])]
+    ca: Option<PathBuf>,
+    /// A client certificate of the cluster CA (`synod certs client`), PEM.
+    #[arg(long, requires = "ca")]
+    cert: Option<PathBuf>,
+    /// Its private key, PEM.
+    #[arg(long, requires = "ca")]
+    key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -107,22 +118,74 @@ fn describe(h: &Header, bytes: usize) -> String {
     )
 }
 
-/// One HTTP/1.1 `POST` with an empty body; the response's status and body (at most `max`
-/// bytes, by its Content-Length).
-fn post(addr: &str, path: &str, max: u64, timeout: Duration) -> Result<(u16, Bytes)> {
+/// TLS to the admin port: the cluster CA, and a client certificate (the admin port serves
+/// backups only to clients of the cluster CA).
+fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustls::ClientConfig>> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca)
+        .with_context(|| format!("cannot read {}", ca.display()))?
+    {
+        let c = c.with_context(|| format!("{} holds a bad certificate", ca.display()))?;
+        roots
+            .add(c)
+            .with_context(|| format!("{}: not a CA certificate", ca.display()))?;
+    }
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("cannot read {}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{} holds a bad certificate", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("cannot read a private key from {}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .context("the client certificate and key do not match")?;
+    Ok(Arc::new(cfg))
+}
+
+/// One HTTP/1.1 `POST` with an empty body (over TLS when `tls` is given); the response's status
+/// and body (at most `max` bytes, by its Content-Length).
+fn post(
+    addr: &str,
+    path: &str,
+    max: u64,
+    timeout: Duration,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<(u16, Bytes)> {
     let sa = addr
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {addr}"))?
         .next()
         .ok_or_else(|| anyhow!("{addr} resolves to nothing"))?;
-    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
+    let s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
         .with_context(|| format!("cannot connect to {addr}"))?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
+    match tls {
+        None => exchange(s, addr, path, max),
+        Some(cfg) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name = rustls_pki_types::ServerName::try_from(host.to_string())
+                .map_err(|_| anyhow!("{addr}: '{host}' is not a server name"))?;
+            let conn = rustls::ClientConnection::new(cfg.clone(), name)
+                .with_context(|| format!("{addr}: TLS"))?;
+            exchange(rustls::StreamOwned::new(conn, s), addr, path, max)
+        }
+    }
+}
+
+fn exchange<S: Read + Write>(mut s: S, addr: &str, path: &str, max: u64) -> Result<(u16, Bytes)> {
     write!(
         s,
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
+    )
+    .and_then(|_| s.flush())
+    .with_context(|| format!("{addr}: sending the request"))?;
     // Headers: at most 64 KiB.
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -170,9 +233,13 @@ fn post(addr: &str, path: &str, max: u64, timeout: Duration) -> Result<(u16, Byt
 
 pub fn run_backup(a: BackupArgs) -> Result<()> {
     let timeout = Duration::from_secs(a.timeout_s);
+    let tls = match (&a.ca, &a.cert, &a.key) {
+        (Some(ca), Some(cert), Some(key)) => Some(tls_config(ca, cert, key)?),
+        _ => None,
+    };
     let mut last = None;
     for addr in a.admin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match post(addr, "/v1/backup", a.max_bytes, timeout) {
+        match post(addr, "/v1/backup", a.max_bytes, timeout, tls.as_ref()) {
             Ok((200, file)) => {
                 let b = backup::decode(&file)
                     .map_err(|e| anyhow!("{addr} sent a backup that does not check: {e}"))?;
@@ -191,6 +258,13 @@ pub fn run_backup(a: BackupArgs) -> Result<()> {
                 last = Some(anyhow!("{addr}: {code} {}", why.trim()));
             }
             Err(e) => {
+                let e = if tls.is_none() {
+                    e.context(
+                        "(an admin port with [tls] speaks HTTPS: pass --ca, --cert and --key)",
+                    )
+                } else {
+                    e
+                };
                 eprintln!("{e:#}");
                 last = Some(e);
             }
