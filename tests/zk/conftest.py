@@ -319,10 +319,11 @@ class SingleServer:
             with open(path, "w") as f:
                 f.write(
                     # paxos: a one-node zab group does not elect itself (it stays "looking").
-                    'cluster_id = "zk-single"\nnode_id = 1\nprotocol = "paxos"\ninsecure = true\nclient_addr = "127.0.0.1:%d"\n'
+                    'cluster_id = "zk-single"\nnode_id = 1\nprotocol = "paxos"\n%sclient_addr = "127.0.0.1:%d"\n'
                     'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "info"\n%s\n'
                     '[peers]\n1 = "127.0.0.1:%d"\n'
-                    % (self.port, self.base + 2, os.path.join(self.dir, "data"), self.synod_toml, self.base + 1))
+                    % ("" if "[tls]" in self.synod_toml else "insecure = true\n", self.port, self.base + 2,
+                       os.path.join(self.dir, "data"), self.synod_toml, self.base + 1))
             self.proc = subprocess.Popen([SYNOD, "server", "--config", path], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -117,6 +117,14 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         ),
         None => None,
     };
+    let secure_client_listener = match cfg.secure_client_addr {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .with_context(|| format!("cannot listen for ZooKeeper TLS clients on {a}"))?,
+        ),
+        None => None,
+    };
     let peers = transport::start_outbound::<HostInput>(&tcfg, tx.clone(), stats.clone());
     let inbound = tokio::spawn(transport::serve_inbound::<HostInput>(
         tcfg,
@@ -223,6 +231,9 @@ pub async fn run(mut cfg: Config) -> Result<()> {
                 built.zookeeper.machine.clone(),
                 zk,
             );
+            if let (Some(sl), Some(t)) = (secure_client_listener, tls.clone()) {
+                tokio::spawn(f.clone().serve_tls(sl, t));
+            }
             Some(tokio::spawn(f.serve(l)))
         }
         _ => None,

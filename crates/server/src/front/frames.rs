@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use synod_zk::jute::{err, event, perms, xid, Id, JuteWrite};
 use synod_zk::machine::Reply;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// Budget overhead counted per request besides its bytes.
@@ -117,22 +116,46 @@ pub(super) fn encode_event(out: &mut BytesMut, ConnEvent(ty, path, acl): ConnEve
     out.put_slice(&b);
 }
 
-pub(super) async fn write_frame(w: &mut OwnedWriteHalf, body: &[u8]) -> std::io::Result<()> {
+pub(super) async fn write_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    body: &[u8],
+) -> std::io::Result<()> {
     let mut b = BytesMut::with_capacity(4 + body.len());
     b.put_i32(body.len() as i32);
     b.put_slice(body);
-    w.write_all(&b).await
+    w.write_all(&b).await?;
+    w.flush().await
 }
 
-pub(super) async fn flush(
-    w: &mut OwnedWriteHalf,
+/// The writing half of a client connection: plain TCP or TLS.
+pub(super) trait ClientWrite: AsyncWrite + Unpin + Send + 'static {
+    /// Make the close a reset rather than a FIN, for a client that does not read its replies
+    /// (a FIN would wait behind them). Only a plain TCP connection can; on TLS it is a no-op.
+    fn reset_on_close(&self) {}
+}
+
+impl ClientWrite for tokio::net::tcp::OwnedWriteHalf {
+    fn reset_on_close(&self) {
+        let _ = self.as_ref().set_zero_linger();
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Send + 'static> ClientWrite for tokio::io::WriteHalf<S> {}
+
+pub(super) async fn flush<W: AsyncWrite + Unpin>(
+    w: &mut W,
     out: &mut BytesMut,
     timeout: Duration,
 ) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
-    let r = tokio::time::timeout(timeout, w.write_all(out)).await;
+    let r = tokio::time::timeout(timeout, async {
+        w.write_all(out).await?;
+        // A TLS stream holds written records until flushed (a no-op on TCP).
+        w.flush().await
+    })
+    .await;
     out.clear();
     match r {
         Ok(r) => r,

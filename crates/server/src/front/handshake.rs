@@ -1,7 +1,7 @@
 //! The handshake of a client connection: a four-letter word, or a ConnectRequest that creates
 //! a session or re-attaches one.
 
-use super::frames::{read_request, write_frame};
+use super::frames::{read_request, write_frame, ClientWrite};
 use super::{Front, LocalSession};
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use synod_zk::jute::{Id, JuteWrite, Reader};
 use synod_zk::machine::Txn;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info};
 
@@ -67,12 +66,22 @@ pub fn parse_auth(body: Bytes) -> Result<(i32, String, Option<Bytes>), synod_zk:
 }
 
 impl Front {
-    pub(super) async fn connection(self: Arc<Self>, mut stream: TcpStream, addr: SocketAddr) {
-        // One deadline for the whole handshake: the first bytes and the ConnectRequest.
-        let deadline = tokio::time::Instant::now()
-            + Duration::from_millis(self.cfg.tuning.handshake_timeout_ms);
+    /// Serve one client connection (plain or TLS, split into its halves) from its first bytes:
+    /// a four-letter word, or a ConnectRequest then requests. `ids` are identities the
+    /// connection already has (a TLS client certificate's x509 id); `deadline` bounds the
+    /// handshake (a TLS handshake included).
+    pub(super) async fn connection<R, W>(
+        self: Arc<Self>,
+        (mut rd, mut wr): (R, W),
+        addr: SocketAddr,
+        deadline: tokio::time::Instant,
+        ids: Vec<Id>,
+    ) where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: ClientWrite,
+    {
         let mut head = [0u8; 4];
-        match tokio::time::timeout_at(deadline, stream.read_exact(&mut head)).await {
+        match tokio::time::timeout_at(deadline, rd.read_exact(&mut head)).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return,
             Err(_) => return self.handshake_timed_out(addr, "request"),
@@ -82,8 +91,8 @@ impl Front {
             let text = self.four_letter_word(&word);
             let write_timeout = Duration::from_millis(self.cfg.tuning.write_timeout_ms);
             let _ = tokio::time::timeout(write_timeout, async {
-                stream.write_all(text.as_bytes()).await?;
-                stream.shutdown().await
+                wr.write_all(text.as_bytes()).await?;
+                wr.shutdown().await
             })
             .await;
             return;
@@ -95,21 +104,25 @@ impl Front {
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let why = self
-            .run_connection(stream, addr, head, conn, deadline)
+            .run_connection((rd, wr), addr, head, conn, deadline, ids)
             .await;
         self.stats.connections.fetch_sub(1, Ordering::Relaxed);
         debug!(%addr, "client connection closed: {why}");
     }
 
-    async fn run_connection(
+    async fn run_connection<R, W>(
         self: &Arc<Self>,
-        stream: TcpStream,
+        (mut rd, mut wr): (R, W),
         addr: SocketAddr,
         head: [u8; 4],
         conn: u64,
         deadline: tokio::time::Instant,
-    ) -> String {
-        let (mut rd, mut wr) = stream.into_split();
+        ids: Vec<Id>,
+    ) -> String
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: ClientWrite,
+    {
         let max_buffer = self.cfg.tuning.max_buffer;
         let body =
             match tokio::time::timeout_at(deadline, read_request(&mut rd, Some(head), max_buffer))
@@ -268,6 +281,7 @@ impl Front {
             scheme: "ip".into(),
             id: addr.ip().to_string(),
         }];
+        auth.extend(ids);
         let frame_timeout = Duration::from_millis(timeout.max(1) as u64);
         let why = self
             .requests(

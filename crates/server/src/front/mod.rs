@@ -52,7 +52,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use synod_zk::jute::Acl;
+use synod_zk::jute::{Acl, Id};
 use synod_zk::machine::Txn;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -212,7 +212,64 @@ impl Front {
         front
     }
 
+    /// Serve the plain client port.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        self.accept(listener, |front, stream, addr, deadline| async move {
+            front
+                .connection(stream.into_split(), addr, deadline, Vec::new())
+                .await
+        })
+        .await
+    }
+
+    /// Serve the secure client port (ZooKeeper's secureClientPort): TLS with the node's
+    /// certificate, a client certificate asked for as `[tls] client_auth` says. The TLS
+    /// handshake counts against the handshake timeout, and the connection limits apply before
+    /// it. A client certificate adds the identity `x509:<subject DN>` (ZooKeeper's
+    /// X509AuthenticationProvider).
+    pub async fn serve_tls(self: Arc<Self>, listener: TcpListener, tls: Arc<crate::tls::Tls>) {
+        self.accept(listener, move |front, stream, addr, deadline| {
+            let acceptor = tls.client_acceptor();
+            async move {
+                let stream = match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await
+                {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        crate::metrics::zk_front().limited("tls_handshake");
+                        if let Some(more) = front.auth_failures.check() {
+                            warn!(%addr, "TLS handshake with a client failed: {e} ({more} more failures since the last message)");
+                        }
+                        return;
+                    }
+                    Err(_) => return front.handshake_timed_out(addr, "TLS handshake"),
+                };
+                let ids: Vec<Id> = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(crate::tls::x509_subject)
+                    .map(|subject| Id {
+                        scheme: "x509".into(),
+                        id: subject,
+                    })
+                    .into_iter()
+                    .collect();
+                front
+                    .connection(tokio::io::split(stream), addr, deadline, ids)
+                    .await
+            }
+        })
+        .await
+    }
+
+    /// The accept loop of a client port: connection limits (`max_connections`,
+    /// `max_client_cnxns`), then `serve` in a task of its own with the handshake's deadline.
+    async fn accept<F, Fut>(self: Arc<Self>, listener: TcpListener, serve: F)
+    where
+        F: Fn(Arc<Front>, tokio::net::TcpStream, SocketAddr, tokio::time::Instant) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         loop {
             let (stream, addr) = match listener.accept().await {
                 Ok(x) => x,
@@ -238,11 +295,13 @@ impl Front {
                 drop((stream, guard));
                 continue;
             };
-            let front = self.clone();
+            let _ = stream.set_nodelay(true);
+            let deadline = tokio::time::Instant::now()
+                + Duration::from_millis(self.cfg.tuning.handshake_timeout_ms);
+            let task = serve(self.clone(), stream, addr, deadline);
             tokio::spawn(async move {
                 let _guard = (guard, ip_guard);
-                let _ = stream.set_nodelay(true);
-                front.connection(stream, addr).await;
+                task.await;
             });
         }
     }

@@ -4,7 +4,7 @@
 
 use super::auth::{add_identity, SaslOutcome, QUOTA_EXCEEDED, SESSION_CLOSED_REQUIRE_SASL_AUTH};
 use super::frames::{
-    drain_events, encode_event, encode_reply, flush, next_request, REQUEST_OVERHEAD,
+    drain_events, encode_event, encode_reply, flush, next_request, ClientWrite, REQUEST_OVERHEAD,
 };
 use super::handshake::parse_auth;
 use super::{now_ms, ConnEvent, Front, CLIENT_READ_BUFFER, OUT_FLUSH_BYTES};
@@ -17,23 +17,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use synod_zk::jute::{err, op, Id, JuteWrite, Reader};
 use synod_zk::machine::{Reply, Txn};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncRead;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 impl Front {
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn requests(
+    pub(super) async fn requests<R, W>(
         self: &Arc<Self>,
         session: i64,
         read_only: bool,
         auth: &mut Vec<Id>,
-        rd: OwnedReadHalf,
-        mut wr: OwnedWriteHalf,
+        rd: R,
+        mut wr: W,
         mut events: mpsc::Receiver<ConnEvent>,
         mut close: watch::Receiver<Option<&'static str>>,
         addr: SocketAddr,
         frame_timeout: Duration,
-    ) -> String {
+    ) -> String
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: ClientWrite,
+    {
         // Frames are read by their own task so that a slow reply path backs up into TCP. The
         // reader takes each request's bytes from this connection's budget before reading its
         // body; they return when the request is answered, so what one connection pins is
@@ -277,22 +281,22 @@ impl Front {
         reader.abort();
         if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
             if e.kind() == std::io::ErrorKind::TimedOut {
-                let _ = wr.as_ref().set_zero_linger();
+                wr.reset_on_close();
             }
         }
         why
     }
 
-    pub(super) fn write_failed(
+    pub(super) fn write_failed<W: ClientWrite>(
         &self,
         addr: SocketAddr,
-        wr: &OwnedWriteHalf,
+        wr: &W,
         e: std::io::Error,
     ) -> String {
         if e.kind() == std::io::ErrorKind::TimedOut {
             // Reset rather than close: a FIN would wait behind the unread replies, and the
             // kernel would keep them for the orphaned socket long after we let go of it.
-            let _ = wr.as_ref().set_zero_linger();
+            wr.reset_on_close();
             let why = format!(
                 "replies not read for {} ms (zookeeper.write_timeout_ms)",
                 self.cfg.tuning.write_timeout_ms
