@@ -206,3 +206,60 @@ def test_garbage_after_the_challenge_fails(server):
         err, _ = raw.call(SASL, jbuf(junk))
         assert err == AUTHFAILED, junk[:20]
         assert closed(raw)
+
+
+@pytest.fixture(scope="module")
+def strict_server():
+    """A server that requires SASL (ZooKeeper's enforce.auth.enabled + schemes=sasl)."""
+    s = SingleServer(
+        5,
+        synod_toml='[zookeeper]\njaas_file = "{jaas}"\nrequire_auth = ["sasl"]\n',
+        zk_jvm=[
+            "-Djava.security.auth.login.config={jaas}",
+            "-Dzookeeper.authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "-Dzookeeper.enforce.auth.enabled=true",
+            "-Dzookeeper.enforce.auth.schemes=sasl",
+        ],
+        files={"jaas": JAAS},
+    )
+    try:
+        yield s.start()
+    finally:
+        s.stop()
+
+
+SESSIONCLOSEDREQUIRESASLAUTH = -124
+
+
+def test_required_sasl_refuses_unauthenticated_requests(strict_server):
+    raw = RawZK(strict_server.port)
+    err, body = raw.call(4, jstr("/") + b"\0")
+    assert err == SESSIONCLOSEDREQUIRESASLAUTH
+    assert closed(raw)
+    # A digest identity is not the scheme required.
+    raw = RawZK(strict_server.port)
+    err, _ = raw.call(100, struct.pack("!i", 0) + jstr("digest") + jbuf(b"bob:bobsecret"), xid=-4)
+    assert err == 0
+    err, _ = raw.call(4, jstr("/") + b"\0")
+    assert err == SESSIONCLOSEDREQUIRESASLAUTH
+    assert closed(raw)
+
+
+def test_required_sasl_admits_an_authenticated_client(strict_server):
+    bob = sasl_client(strict_server, "bob", "bobsecret")
+    bob.start(timeout=15)
+    try:
+        assert bob.exists("/") is not None
+    finally:
+        bob.stop()
+        bob.close()
+
+
+def test_a_failed_exchange_under_required_sasl_says_so(strict_server):
+    raw = RawZK(strict_server.port)
+    err, body = raw.call(SASL, jbuf(b""))
+    token, _ = digest_response(body[4:].decode(), "bob", "wrong")
+    err, body = raw.call(SASL, jbuf(token))
+    assert err == SESSIONCLOSEDREQUIRESASLAUTH
+    assert body == struct.pack("!i", -1)
+    assert closed(raw)
