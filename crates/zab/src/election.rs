@@ -33,13 +33,17 @@ impl Zab {
         let vote = self.my_vote();
         let mut recv = BTreeMap::new();
         recv.insert(self.cluster.me, vote);
+        // A cluster of one (ZooKeeper's standalone mode) is its own quorum: no vote will come
+        // to count, so its own decides after the finalize wait.
+        let alone =
+            self.quorum() <= 1 && self.suspended_until_above.is_none() && !self.recovering();
         self.phase = Phase::Looking(Election {
             vote,
             recv,
             settled: BTreeMap::new(),
             next_send: self.now,
             resend_us: self.opts.election_resend_us,
-            decide_at: None,
+            decide_at: alone.then_some(self.now + self.opts.finalize_wait_us),
         });
     }
 
