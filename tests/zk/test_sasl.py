@@ -4,7 +4,9 @@ through pure-sasl, and a raw client for the replies byte by byte. The same tests
 both targets."""
 
 import hashlib
+import os
 import re
+import subprocess
 import struct
 import time
 
@@ -14,7 +16,7 @@ from kazoo.exceptions import AuthFailedError, NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.security import ACL, Id, Permissions
 
-from conftest import TARGET, RawZK, SingleServer, jbuf, jstr
+from conftest import TARGET, ZKCLI, RawZK, SingleServer, jbuf, jstr
 
 JAAS = """// users of the test server
 Server {
@@ -263,3 +265,29 @@ def test_a_failed_exchange_under_required_sasl_says_so(strict_server):
     assert err == SESSIONCLOSEDREQUIRESASLAUTH
     assert body == struct.pack("!i", -1)
     assert closed(raw)
+
+
+CLIENT_JAAS = """Client {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    username="%s"
+    password="%s";
+};
+"""
+
+
+@pytest.mark.parametrize("password,ok", [("bobsecret", True), ("wrong", False)])
+def test_the_java_client_with_a_jaas_client_section(server, password, ok, tmp_path):
+    """ZooKeeper's own Java client (Debian's zkCli.sh), configured as ZooKeeper documents it."""
+    if not os.path.exists(ZKCLI):
+        pytest.skip("zkCli.sh is not installed (apt-get install zookeeper)")
+    jaas = tmp_path / "client.jaas"
+    jaas.write_text(CLIENT_JAAS % ("bob", password))
+    env = dict(os.environ, CLIENT_JVMFLAGS="-Djava.security.auth.login.config=%s" % jaas)
+    out = subprocess.run([ZKCLI, "-server", server.hosts(), "whoami"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    text = out.stdout + out.stderr
+    if ok:
+        assert "state:SaslAuthenticated" in text and "sasl: bob" in text, text[-2000:]
+    else:
+        assert "sasl: bob" not in text, text[-2000:]
+        assert "state:AuthFailed" in text, text[-2000:]
