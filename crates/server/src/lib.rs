@@ -247,7 +247,8 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     };
     let admin = tokio::spawn(admin::serve(admin_listener, app, admin_limits, admin_tls));
     if let Some(t) = tls.clone() {
-        tokio::spawn(reload_on_sighup(t));
+        metrics.tls_certificate_expiry.set(t.not_after_unix());
+        tokio::spawn(reload_on_sighup(t, metrics.clone()));
     }
     info!(
         node = cfg.node_id,
@@ -399,7 +400,7 @@ mod futures_boxed {
 }
 
 /// Reload the certificates on SIGHUP (crate::tls): connections opened afterwards use them.
-async fn reload_on_sighup(tls: Arc<tls::Tls>) {
+async fn reload_on_sighup(tls: Arc<tls::Tls>, metrics: Arc<Metrics>) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         warn!("cannot listen for SIGHUP: certificates will not be reloaded");
@@ -407,11 +408,14 @@ async fn reload_on_sighup(tls: Arc<tls::Tls>) {
     };
     while hup.recv().await.is_some() {
         match tls.reload() {
-            Ok(()) => info!(
-                serial = %tls.serial(),
-                not_after_unix = tls.not_after_unix(),
-                "SIGHUP: reloaded the TLS certificates"
-            ),
+            Ok(()) => {
+                metrics.tls_certificate_expiry.set(tls.not_after_unix());
+                info!(
+                    serial = %tls.serial(),
+                    not_after_unix = tls.not_after_unix(),
+                    "SIGHUP: reloaded the TLS certificates"
+                )
+            }
             Err(e) => {
                 warn!("SIGHUP: cannot reload the TLS certificates, keeping those in use: {e:#}")
             }

@@ -128,6 +128,9 @@ pub struct Metrics {
     pub log_segments: Gauge,
     pub log_segments_deleted: Counter,
     pub peer_send_queue: Gauge,
+    /// When this node's TLS certificate expires (Unix seconds; 0 without TLS), set at start
+    /// and at each reload.
+    pub tls_certificate_expiry: Gauge,
     pub transport: Arc<TransportStats>,
     transport_gauges: Family<KindLabel, Gauge>,
     groups: GroupFamilies,
@@ -235,6 +238,7 @@ impl Metrics {
             log_segments: Gauge::default(),
             log_segments_deleted: Counter::default(),
             peer_send_queue: Gauge::default(),
+            tls_certificate_expiry: Gauge::default(),
             transport,
             transport_gauges: Family::default(),
             groups,
@@ -289,6 +293,11 @@ impl Metrics {
             "peer_send_queue",
             "Messages queued for peers, all peers together",
             m.peer_send_queue.clone(),
+        );
+        r.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "When this node's TLS certificate expires, Unix seconds (0 without TLS)",
+            m.tls_certificate_expiry.clone(),
         );
         r.register(
             "transport",

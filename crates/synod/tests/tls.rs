@@ -254,6 +254,21 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
     wait_until("every node healthy over HTTPS", 30, || {
         (1..=3).all(|i| curl(&certs, i, "GET", "/health", false).0 == 200)
     });
+    // /metrics is open, with the certificate's expiry for alerts.
+    let (code, metrics) = curl(&certs, 2, "GET", "/metrics", false);
+    assert_eq!(code, 200);
+    let expiry: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("synod_tls_certificate_expiry_timestamp_seconds "))
+        .expect("the expiry gauge")
+        .trim()
+        .parse()
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(expiry > now + 300.0 * 86400.0, "{expiry}");
     // The admin port's data needs a client certificate; with one, writes replicate over the
     // peers' mutual TLS.
     assert_eq!(curl(&certs, 1, "GET", "/v1/kv/k", false).0, 403);
