@@ -391,6 +391,11 @@ fn request_corpus() -> Vec<(i32, Vec<u8>)> {
     auth.string("digest");
     auth.buffer(b"user:pw");
     v.push((op::AUTH, auth.to_vec()));
+    v.push((op::SASL, sasl_body(b"")));
+    v.push((
+        op::SASL,
+        sasl_body(b"username=\"bob\",nonce=\"x\",nc=00000001"),
+    ));
     let mut m = BytesMut::new();
     m.int(op::CREATE);
     m.boolean(false);
@@ -406,6 +411,89 @@ fn request_corpus() -> Vec<(i32, Vec<u8>)> {
     m.int(-1);
     v.push((op::MULTI, m.to_vec()));
     v
+}
+
+/// A GetSASLRequest body: the token.
+fn sasl_body(token: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.buffer(token);
+    b.to_vec()
+}
+
+/// bob's DIGEST-MD5 response to a challenge (the cluster has the SASL user bob/bobsecret).
+fn sasl_response(challenge: &[u8]) -> Vec<u8> {
+    use synod_zk::sasl::{parse_directives, Secret, DIGEST_URI, REALM};
+    let d = parse_directives(challenge).expect("a well-formed challenge");
+    let nonce = d
+        .iter()
+        .find(|(n, _)| n == "nonce")
+        .map(|(_, v)| v.clone())
+        .expect("a nonce");
+    let secret = Secret {
+        username: b"bob",
+        realm: REALM.as_bytes(),
+        password: b"bobsecret",
+        nonce: &nonce,
+        cnonce: b"hostile",
+        nc: b"00000001",
+        authzid: None,
+    };
+    let response = secret.digest(format!("AUTHENTICATE:{DIGEST_URI}").as_bytes());
+    format!(
+        "charset=utf-8,username=\"bob\",realm=\"{REALM}\",nonce=\"{}\",nc=00000001,cnonce=\"hostile\",digest-uri=\"{DIGEST_URI}\",qop=auth,response={response}",
+        String::from_utf8_lossy(&nonce)
+    )
+    .into_bytes()
+}
+
+/// SASL garbage on a session: a malformed request, malformed, mutated or oversized tokens
+/// after the challenge, and steps past the end of a successful exchange. Each must end with
+/// AUTHFAILED and the connection closed, within three steps; a correct exchange must succeed.
+fn sasl_attack(rng: &mut SmallRng, port: u16) {
+    let Ok(mut z) = Zk::connect(port) else {
+        return;
+    };
+    const AUTH_FAILED: i32 = -115;
+    let kind = rng.gen_range(0..5);
+    if kind == 4 {
+        // Not a GetSASLRequest: a buffer length past the end.
+        let mut b = BytesMut::new();
+        b.int(1 << 20);
+        b.extend_from_slice(b"abc");
+        let (e, _) = z.call(op::SASL, &b).expect("an answer");
+        assert_eq!(e, AUTH_FAILED, "malformed SASL request");
+        assert!(closed_within(&z.s, Duration::from_secs(3)));
+        return;
+    }
+    let (e, mut r) = z.call(op::SASL, &sasl_body(b"")).expect("a challenge");
+    assert_eq!(e, 0, "SASL challenge");
+    let challenge = r.buffer().expect("a challenge token");
+    let good = sasl_response(&challenge);
+    let mut token = match kind {
+        0 => random_bytes(rng, 600),
+        1 => vec![b'a'; rng.gen_range(4097..200_000)],
+        2 => mutate(rng, &good),
+        _ => good.clone(),
+    };
+    for step in 0..3 {
+        let Ok((e, _)) = z.call(op::SASL, &sasl_body(&token)) else {
+            panic!("no answer to SASL step {step} (kind {kind})");
+        };
+        if e == AUTH_FAILED {
+            assert!(
+                closed_within(&z.s, Duration::from_secs(3)),
+                "a failed SASL exchange must close the connection"
+            );
+            return;
+        }
+        assert_eq!(e, 0, "SASL step {step} (kind {kind})");
+        assert!(
+            kind >= 2 && step == 0,
+            "only a response that means what bob's does may succeed (kind {kind}, step {step})"
+        );
+        token = random_bytes(rng, 100);
+    }
+    panic!("three SASL steps without an end (kind {kind})");
 }
 
 fn mutate(rng: &mut SmallRng, base: &[u8]) -> Vec<u8> {
@@ -770,6 +858,19 @@ fn servers_survive_hostile_input_on_every_port() {
     c.assert_alive();
     mem.report(&c, "client-port fuzzing");
     eprintln!("client-port fuzzing: {:?}", t.elapsed());
+
+    // 1b. SASL garbage: malformed, oversized and surplus tokens, 200 sessions.
+    let t = Instant::now();
+    {
+        let ports = ports.clone();
+        swarm(4, 50, move |rng| {
+            let port = ports[rng.gen_range(0..ports.len())];
+            sasl_attack(rng, port);
+        });
+    }
+    c.assert_alive();
+    mem.report(&c, "SASL garbage");
+    eprintln!("SASL garbage: {:?}", t.elapsed());
 
     // 2. Random bytes and mutated hellos on the peer port, garbage on the admin port.
     let t = Instant::now();

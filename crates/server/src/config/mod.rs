@@ -687,6 +687,39 @@ mod tests {
     }
 
     #[test]
+    fn sasl_users_from_a_jaas_file_and_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("jaas.conf");
+        std::fs::write(
+            &good,
+            "Server {\n org.apache.zookeeper.server.auth.DigestLoginModule required\n user_bob=\"b\";\n};\n",
+        )
+        .unwrap();
+        let bad = dir.path().join("bad.conf");
+        std::fs::write(&bad, "Server {\n org.apache.zookeeper.server.auth.DigestLoginModule required\n user_bob=\"b\"\n};\n").unwrap();
+        let key = |p: &std::path::Path| format!("zookeeper.jaas_file=\"{}\"", p.display());
+        let cfg = load(&[&key(&good), "zookeeper.sasl_users.alice=\"a\""]).unwrap();
+        let users = cfg.zookeeper.sasl_users().unwrap().unwrap();
+        assert_eq!(users.keys().collect::<Vec<_>>(), ["alice", "bob"]);
+        // Passwords never show in the Debug form.
+        assert!(!format!("{:?}", cfg.zookeeper).contains("\"a\""));
+        let e = format!("{:#}", load(&[&key(&bad)]).unwrap_err());
+        assert!(e.contains("bad.conf: line 4"), "{e}");
+        let e = format!("{:#}", load(&[&key(&dir.path().join("none"))]).unwrap_err());
+        assert!(e.contains("zookeeper.jaas_file: cannot read"), "{e}");
+        let e = load(&["zookeeper.require_auth=[\"sasl\"]"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sasl needs SASL users"), "{e}");
+        let e = load(&["zookeeper.require_auth=[\"kerberos\"]"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown scheme"), "{e}");
+        assert!(load(&["zookeeper.require_auth=[\"digest\"]"]).is_ok());
+        assert_eq!(ZkTuning::default().max_client_cnxns, 60);
+    }
+
+    #[test]
     fn a_node_without_certificates_must_say_insecure() {
         let o: Vec<String> = BASE[..BASE.len() - 1]
             .iter()
