@@ -274,7 +274,7 @@ class SingleServer:
     from the shared cluster. `port_offset` picks its ports: ZK_BASE_PORT + 50 + offset and the
     next few."""
 
-    def __init__(self, port_offset, synod_toml="", zk_cfg="", zk_jvm=(), files=None):
+    def __init__(self, port_offset, synod_toml="", zk_cfg="", zk_jvm=(), files=None, zk_classpath=()):
         self.base = int(os.environ.get("ZK_BASE_PORT", "15180")) + 50 + port_offset
         self.port = self.base
         self.dir = tempfile.mkdtemp(prefix="zk1-%s-" % TARGET)
@@ -287,6 +287,7 @@ class SingleServer:
         self.synod_toml = synod_toml.format(**self.files)
         self.zk_cfg = zk_cfg.format(**self.files)
         self.zk_jvm = [a.format(**self.files) for a in zk_jvm]
+        self.zk_classpath = list(zk_classpath)
         self.proc = None
 
     def hosts(self):
@@ -309,7 +310,7 @@ class SingleServer:
                         % self.dir)
             self.proc = subprocess.Popen(
                 ["java", "-Xmx256m", "-Dlog4j.configuration=file:%s/log4j.properties" % self.dir,
-                 *self.zk_jvm, "-cp", "%s:%s" % (self.dir, ZK_JAR),
+                 *self.zk_jvm, "-cp", ":".join([self.dir, ZK_JAR, *self.zk_classpath]),
                  "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg],
                 stdout=log, stderr=subprocess.STDOUT)
         else:
