@@ -83,6 +83,12 @@ def test_connections_per_address(server):
             c.close()
 
 
+def test_conf_names_the_limit(server):
+    """ZooKeeper's `conf` four-letter word shows maxClientCnxns."""
+    from conftest import four_letter
+    assert "maxClientCnxns=%d" % MAX_CNXNS in four_letter(server.port, "conf")
+
+
 def wait_for_a_slot(server):
     """The connections of an earlier test may take a moment to be released."""
     deadline = time.time() + 10

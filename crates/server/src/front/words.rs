@@ -81,10 +81,11 @@ impl Front {
             ),
             "conf" => {
                 let mut s = format!(
-                    "clientPort={}\nclientPortAddress={}\nserverId={}\nminSessionTimeout={}\nmaxSessionTimeout={}\njute.maxbuffer={}\n",
+                    "clientPort={}\nclientPortAddress={}\nserverId={}\nmaxClientCnxns={}\nminSessionTimeout={}\nmaxSessionTimeout={}\njute.maxbuffer={}\n",
                     self.cfg.client_addr.port(),
                     self.cfg.client_addr.ip(),
                     self.cfg.node_id,
+                    self.cfg.tuning.max_client_cnxns,
                     self.cfg.tuning.min_session_timeout_ms,
                     self.cfg.tuning.max_session_timeout_ms,
                     self.cfg.tuning.max_buffer
