@@ -52,6 +52,13 @@ fn config(dir: &Path, certs: &Path, i: u32, cert_of: Option<u32>) -> PathBuf {
         t.push_str(&format!("{j} = \"127.0.0.1:{}\"\n", peer_port(j)));
     }
     if let Some(c) = cert_of {
+        t.insert_str(
+            0,
+            &format!(
+                "secure_client_addr = \"127.0.0.1:{}\"\n",
+                BASE + 50 + i as u16
+            ),
+        );
         t.push_str(&format!(
             "[tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n",
             certs.join("ca.crt").display().to_string(),
@@ -336,6 +343,49 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
         log.contains("UnknownIssuer") || log.contains("BadSignature"),
         "{log}"
     );
+
+    // Hostile handshakes on every TLS port of node 2: a real ClientHello mutated (bits
+    // flipped, bytes cut, lengths forged) and random bytes, each on its own connection.
+    let hello = {
+        let c = client(&ca, None);
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut conn = rustls::ClientConnection::new(c, name).unwrap();
+        let mut v = Vec::new();
+        conn.write_tls(&mut v).unwrap();
+        v
+    };
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for port in [peer_port(2), admin_port(2), BASE + 52] {
+        for k in 0..150 {
+            let mut m = hello.clone();
+            match k % 3 {
+                0 => {
+                    for _ in 0..1 + next() % 4 {
+                        let i = (next() % m.len() as u64) as usize;
+                        m[i] ^= 1 << (next() % 8);
+                    }
+                }
+                1 => m.truncate((next() % m.len() as u64) as usize),
+                _ => m = (0..next() % 600).map(|_| next() as u8).collect(),
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+                let _ = s.write_all(&m);
+                let mut sink = [0u8; 256];
+                let _ = s.read(&mut sink);
+            }
+        }
+    }
+    wait_until("node 2 serves after the hostile handshakes", 20, || {
+        curl(&certs, 2, "PUT", "/v1/kv/hostile", true).0 == 200
+            && curl(&certs, 1, "GET", "/v1/kv/hostile", true).0 == 200
+    });
 
     // Rotation: a new certificate for node 1, SIGHUP, and new connections see it; the cluster
     // keeps replicating.
