@@ -155,7 +155,12 @@ class Synod:
             log = open(os.path.join(self.dir, "node%d.log" % i), "ab")
             self.procs[i] = subprocess.Popen([SYNOD, "server", "--config", self.config(i)],
                                              stdout=log, stderr=subprocess.STDOUT)
-        wait_modes([self.client_port(i) for i in range(1, self.n + 1)])
+        try:
+            wait_modes([self.client_port(i) for i in range(1, self.n + 1)], timeout=120)
+        except RuntimeError as e:
+            tails = "".join("\n--- node %d:\n%s" % (i, self.log(i)[-3000:]) for i in range(1, self.n + 1))
+            self.stop()
+            raise RuntimeError("%s%s" % (e, tails))
 
     def stop(self):
         for p in self.procs.values():
