@@ -74,11 +74,19 @@ def test_a_backup_under_writes_restores_into_every_family(workdir, taken, k, pro
             for i in range(1, c.n + 1):
                 r = KazooClient(hosts="127.0.0.1:%d" % c.client_port(i), auth_data=SUPER_AUTH)
                 r.start()
+                r.create("/w/via-%d" % i, b"")  # every replica takes writes (Mencius: its own instances)
+                r.sync("/")
+                r.stop()
+                r.close()
+            for i in range(1, c.n + 1):
+                r = KazooClient(hosts="127.0.0.1:%d" % c.client_port(i), auth_data=SUPER_AUTH)
+                r.start()
                 r.sync("/")
                 trees.append(walk(r, "/w"))
                 r.stop()
                 r.close()
             assert trees[0] == trees[1] == trees[2]
+            assert all("/w/via-%d" % i in trees[0] for i in range(1, c.n + 1))
             zk.create("/w/after-restore", b"ok")
             assert zk.get("/w/after-restore")[0] == b"ok"
         finally:
