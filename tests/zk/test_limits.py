@@ -22,7 +22,7 @@ def server():
     s = SingleServer(
         10,
         synod_toml="[zookeeper]\nmax_client_cnxns = %d\nmax_watches_per_session = 3\n"
-        "max_read_bytes_per_second = 100000\n" % MAX_CNXNS,
+        "max_read_bytes_per_second = 100000\nmax_outstanding = 4\n" % MAX_CNXNS,
         zk_cfg="maxClientCnxns=%d\n" % MAX_CNXNS,
     )
     try:
@@ -153,5 +153,33 @@ def test_read_rate_per_connection(server):
         assert took >= 2.0, took
         assert metric(server, 'synod_zk_limited_total{limit="max_read_bytes_per_second"}') > before
         assert "max_read_bytes_per_second" in server.log()
+    finally:
+        raw.close()
+
+
+@synod_only
+def test_outstanding_requests_per_connection(server):
+    """Pipelined writes past max_outstanding pause reading the connection (counted), and every
+    request is still answered, in order."""
+    raw = wait_for_a_slot(server)
+    try:
+        err, _ = raw.call(1, jstr("/pipelined") + jbuf(b"") + struct.pack("!i", 1) + struct.pack("!i", 31)
+                          + jstr("world") + jstr("anyone") + struct.pack("!i", 0))
+        assert err in (0, -110)
+        before = metric(server, 'synod_zk_limited_total{limit="max_outstanding"}')
+        n = 50
+        frames = b""
+        for i in range(n):
+            body = struct.pack("!ii", 1000 + i, 5) + jstr("/pipelined") + jbuf(b"%d" % i) + struct.pack("!i", -1)
+            frames += struct.pack("!i", len(body)) + body
+        raw.s.sendall(frames)
+        xids = []
+        while len(xids) < n:
+            frame = raw.recv_frame()
+            xid, _, err = struct.unpack_from("!iqi", frame, 0)
+            assert err == 0
+            xids.append(xid)
+        assert xids == list(range(1000, 1000 + n))
+        assert metric(server, 'synod_zk_limited_total{limit="max_outstanding"}') > before
     finally:
         raw.close()

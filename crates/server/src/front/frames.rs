@@ -46,15 +46,20 @@ pub async fn read_request<R: AsyncRead + Unpin>(
 
 /// The next request of an established connection, once this connection's byte budget has
 /// room for it; its body must arrive within `frame_timeout` of its length prefix.
+/// `on_full` is called when the budget has no room for the request (reading pauses).
 pub(super) async fn next_request<R: AsyncRead + Unpin>(
     r: &mut R,
     budget: &Arc<Semaphore>,
     max_buffer: usize,
     frame_timeout: Duration,
+    on_full: &mut (dyn FnMut() + Send),
 ) -> Result<(Bytes, OwnedSemaphorePermit), String> {
     let mut head = [0u8; 4];
     r.read_exact(&mut head).await.map_err(|e| e.to_string())?;
     let len = request_len(head, max_buffer)?;
+    if budget.available_permits() < len + REQUEST_OVERHEAD {
+        on_full();
+    }
     let permit = budget
         .clone()
         .acquire_many_owned((len + REQUEST_OVERHEAD) as u32)

@@ -126,6 +126,7 @@ pub struct Front {
     limited_cnxns: crate::RateLimitedWarn,
     limited_watches: crate::RateLimitedWarn,
     limited_rate: crate::RateLimitedWarn,
+    limited_outstanding: crate::RateLimitedWarn,
 }
 
 /// Replies buffered for one connection before they are written out (a client that does not
@@ -207,6 +208,7 @@ impl Front {
             limited_cnxns: crate::RateLimitedWarn::new(),
             limited_watches: crate::RateLimitedWarn::new(),
             limited_rate: crate::RateLimitedWarn::new(),
+            limited_outstanding: crate::RateLimitedWarn::new(),
         });
         tokio::spawn(duties::run(front.clone(), serving_tx));
         front

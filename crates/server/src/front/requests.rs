@@ -63,12 +63,15 @@ impl Front {
             }
         });
         let rd = super::throttle::Throttled::new(rd, rate, on_throttle);
+        let front = self.clone();
+        let mut on_full = move || front.outstanding_full(addr, "max_outstanding_bytes");
         let reader = tokio::spawn(async move {
             // Pipelined requests are read with one recv per batch rather than two per request
             // (a small buffer: there may be thousands of connections).
             let mut rd = tokio::io::BufReader::with_capacity(CLIENT_READ_BUFFER, rd);
             loop {
-                let f = next_request(&mut rd, &budget, max_buffer, frame_timeout).await;
+                let f =
+                    next_request(&mut rd, &budget, max_buffer, frame_timeout, &mut on_full).await;
                 let stop = f.is_err();
                 if frames_tx.send(f).await.is_err() || stop {
                     return;
@@ -85,6 +88,7 @@ impl Front {
         // connection only after its reply is sent.
         let mut closing = false;
         let mut sasl_exchange = None;
+        let mut room_before = true;
         let why = 'conn: loop {
             // Start what may start: writes in order, a read once no earlier write is in flight.
             while let Some((xid, code, _, _, _)) = backlog.front() {
@@ -206,6 +210,10 @@ impl Front {
                 break self.write_failed(addr, &wr, e);
             }
             let room = backlog.len() + pending.len() < self.cfg.tuning.max_outstanding;
+            if !room && room_before {
+                self.outstanding_full(addr, "max_outstanding");
+            }
+            room_before = room;
             tokio::select! {
                 biased;
                 ev = events.recv() => match ev {
@@ -305,6 +313,15 @@ impl Front {
             why
         } else {
             "client went away".to_string()
+        }
+    }
+
+    /// A connection reached `max_outstanding` or `max_outstanding_bytes`: reading it pauses
+    /// until replies go out. Counted; logged (rate-limited) with the client's address.
+    fn outstanding_full(&self, addr: SocketAddr, limit: &'static str) {
+        crate::metrics::zk_front().limited(limit);
+        if let Some(more) = self.limited_outstanding.check() {
+            tracing::info!(%addr, "reading a client pauses: its unanswered requests reached zookeeper.{limit}; {more} more since the last message");
         }
     }
 
