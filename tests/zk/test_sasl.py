@@ -18,6 +18,11 @@ from kazoo.security import ACL, Id, Permissions
 
 from conftest import TARGET, ZKCLI, RawZK, SingleServer, jbuf, jstr
 
+try:
+    import puresasl  # noqa: F401  (kazoo's SASL needs it)
+except ImportError:
+    pytest.fail("pure-sasl is not installed: pip install -r tests/requirements.txt", pytrace=False)
+
 JAAS = """// users of the test server
 Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required

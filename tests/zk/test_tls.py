@@ -18,6 +18,11 @@ from kazoo.security import ACL, Id, Permissions
 
 from conftest import SYNOD, TARGET, SingleServer
 
+try:
+    import puresasl  # noqa: F401  (kazoo's SASL needs it)
+except ImportError:
+    pytest.fail("pure-sasl is not installed: pip install -r tests/requirements.txt", pytrace=False)
+
 JAAS = """Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required
     user_bob="bobsecret";
