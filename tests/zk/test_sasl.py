@@ -27,7 +27,8 @@ JAAS = """// users of the test server
 Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required
     user_bob="bobsecret"
-    user_alice="alicesecret";
+    user_alice="alicesecret"
+    user_admin="adminsecret";
 };
 """
 SASL = 102
@@ -38,10 +39,11 @@ AUTHFAILED = -115
 def server():
     s = SingleServer(
         0,
-        synod_toml='[zookeeper]\njaas_file = "{jaas}"\n',
+        synod_toml='[zookeeper]\njaas_file = "{jaas}"\nsasl_super_user = "admin"\n',
         zk_jvm=[
             "-Djava.security.auth.login.config={jaas}",
             "-Dzookeeper.authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "-Dzookeeper.superUser=admin",
         ],
         files={"jaas": JAAS},
     )
@@ -95,6 +97,28 @@ def test_a_sasl_acl_refuses_other_sessions(server):
             anonymous.get("/sasl-only-bob")
     finally:
         for c in (alice, anonymous):
+            c.stop()
+            c.close()
+
+
+def test_the_sasl_super_user_reads_everything(server):
+    bob = sasl_client(server, "bob", "bobsecret")
+    bob.start(timeout=15)
+    bob.ensure_path("/sasl-bob-private")
+    bob.set_acls("/sasl-bob-private", [ACL(Permissions.ALL, Id("sasl", "bob"))])
+    bob.set("/sasl-bob-private", b"secret")
+    bob.stop()
+    bob.close()
+    admin = sasl_client(server, "admin", "adminsecret")
+    alice = sasl_client(server, "alice", "alicesecret")
+    admin.start(timeout=15)
+    alice.start(timeout=15)
+    try:
+        assert admin.get("/sasl-bob-private")[0] == b"secret"
+        with pytest.raises(NoAuthError):
+            alice.get("/sasl-bob-private")
+    finally:
+        for c in (admin, alice):
             c.stop()
             c.close()
 
