@@ -6,7 +6,10 @@
 #
 # The source is a git worktree of the release tag under target/previous/src-<tag>, built with
 # its own CARGO_TARGET_DIR (target/previous/build) so it never touches target/release/synod.
-# `--locked` builds exactly the dependency versions the release shipped with. A binary that is
+# `--locked` builds exactly the dependency versions the release shipped with. The profile is
+# release with opt-level 1 and no debug info: the binary is a test participant, its formats do
+# not depend on optimisation, and it builds in about 4.5 minutes on two cores instead of 6.5
+# (the whole suite must stay under 30 minutes). A binary that is
 # already there is kept (delete it to rebuild). A clone without tags falls back to the
 # release's commit; a clone that has neither fails with a message saying what to fetch.
 # Prints the path of the binary on its last line of standard output.
@@ -30,7 +33,8 @@ elif rev=$(git rev-parse --verify --quiet "$commit^{commit}"); then
   echo "tag $tag is missing (a clone without tags?): building its commit $commit" >&2
 else
   echo "neither the tag $tag nor its commit $commit is in this clone:" >&2
-  echo "  git fetch --tags origin   (or a full clone) and run this again" >&2
+  echo "  git fetch --tags origin (a shallow clone: git fetch --unshallow --tags origin)," >&2
+  echo "  then run this again" >&2
   exit 1
 fi
 
@@ -46,7 +50,8 @@ fi
 
 start=$(date +%s)
 echo "== building synod $tag ($rev) in $src" >&2
-(cd "$src" && CARGO_TARGET_DIR="$out_dir/build" cargo build --release --locked -p synod --bin synod >&2)
+(cd "$src" && CARGO_TARGET_DIR="$out_dir/build" CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+  CARGO_PROFILE_RELEASE_DEBUG=0 cargo build --release --locked -p synod --bin synod >&2)
 cp "$out_dir/build/release/synod" "$bin.tmp"
 mv "$bin.tmp" "$bin"
 echo "== built $bin in $(( $(date +%s) - start ))s" >&2

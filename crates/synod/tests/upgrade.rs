@@ -500,21 +500,36 @@ async fn reader(r: usize, ports: Vec<u16>, load: Arc<Load>) {
     }
 }
 
-/// Every znode under `/` with its data (the `/zookeeper` subtree included).
+/// Every znode under `/` with its data (the `/zookeeper` subtree included), as a client reads it
+/// from the server at `port`: after a lost connection (a server may close its clients while its
+/// group changes leader), it connects again and reads the whole tree again.
 async fn tree(port: u16) -> BTreeMap<String, Vec<u8>> {
+    let mut attempt = 0;
+    loop {
+        match read_tree(port).await {
+            Ok(t) => return t,
+            Err(e) if attempt < 5 => {
+                eprintln!("reading the tree at port {port}: {e:#}; reading it again");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("reading the tree at port {port}: {e:#}"),
+        }
+    }
+}
+
+async fn read_tree(port: u16) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
     let addr = format!("127.0.0.1:{port}");
-    let mut s = ZkSession::connect(&addr, SESSION_MS, None, 0, IO)
-        .await
-        .unwrap();
-    assert_eq!(s.sync("/").await.unwrap().err, 0);
+    let mut s = ZkSession::connect(&addr, SESSION_MS, None, 0, IO).await?;
+    anyhow::ensure!(s.sync("/").await?.err == 0, "sync failed");
     let mut out = BTreeMap::new();
     let mut todo = vec!["/".to_string()];
     while let Some(p) = todo.pop() {
-        let (rep, got) = s.get_data(&p).await.unwrap();
-        assert_eq!(rep.err, 0, "{p} at port {port}");
-        out.insert(p.clone(), got.unwrap().0.to_vec());
-        let (rep, kids) = s.get_children(&p).await.unwrap();
-        assert_eq!(rep.err, 0, "{p} at port {port}");
+        let (rep, got) = s.get_data(&p).await?;
+        anyhow::ensure!(rep.err == 0, "get {p}: error {}", rep.err);
+        out.insert(p.clone(), got.expect("data").0.to_vec());
+        let (rep, kids) = s.get_children(&p).await?;
+        anyhow::ensure!(rep.err == 0, "children of {p}: error {}", rep.err);
         for k in kids {
             todo.push(if p == "/" {
                 format!("/{k}")
@@ -523,13 +538,28 @@ async fn tree(port: u16) -> BTreeMap<String, Vec<u8>> {
             });
         }
     }
-    out
+    Ok(out)
 }
 
 struct Upgrade {
     protocol: &'static str,
     nodes: Vec<Proc>,
     _dir: tempfile::TempDir,
+}
+
+impl Drop for Upgrade {
+    /// A failed run shows the end of every node's log.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.nodes {
+                let log = n.log_text();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(40)..];
+                eprintln!("--- node {} ({}), the end of its log:", n.id, self.protocol);
+                eprintln!("{}", tail.join("\n"));
+            }
+        }
+    }
 }
 
 impl Upgrade {
