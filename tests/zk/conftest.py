@@ -319,11 +319,10 @@ class SingleServer:
             path = os.path.join(self.dir, "node.toml")
             with open(path, "w") as f:
                 f.write(
-                    # paxos: a one-node zab group does not elect itself (it stays "looking").
-                    'cluster_id = "zk-single"\nnode_id = 1\nprotocol = "paxos"\n%sclient_addr = "127.0.0.1:%d"\n'
+                    'cluster_id = "zk-single"\nnode_id = 1\nprotocol = "%s"\n%sclient_addr = "127.0.0.1:%d"\n'
                     'admin_addr = "127.0.0.1:%d"\ndata_dir = "%s"\nlog_level = "info"\n%s\n'
                     '[peers]\n1 = "127.0.0.1:%d"\n'
-                    % ("" if "[tls]" in self.synod_toml else "insecure = true\n", self.port, self.base + 2,
+                    % (PROTOCOL, "" if "[tls]" in self.synod_toml else "insecure = true\n", self.port, self.base + 2,
                        os.path.join(self.dir, "data"), self.synod_toml, self.base + 1))
             self.proc = subprocess.Popen([SYNOD, "server", "--config", path], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
@@ -331,7 +330,7 @@ class SingleServer:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited: see %s" % os.path.join(self.dir, "server.log"))
             out = four_letter(self.port, "srvr")
-            if "Mode: standalone" in out or "Mode: leader" in out:
+            if any("Mode: %s" % m in out for m in ("standalone", "leader", "follower")):
                 return self
             time.sleep(0.2)
         raise RuntimeError("server not ready: see %s" % self.dir)
