@@ -21,9 +21,11 @@ cargo test --workspace --release --locked
 
 echo "== ZooKeeper compatibility: Python environment (kazoo, pytest)"
 py=target/pyenv
-if [ ! -x "$py/bin/pytest" ]; then
-  python3 -m venv "$py"
+# (Re)install when the venv is new or tests/requirements.txt changed since the last install.
+if [ ! -x "$py/bin/pytest" ] || ! cmp -s tests/requirements.txt "$py/.requirements.txt"; then
+  [ -x "$py/bin/pip" ] || python3 -m venv "$py"
   "$py/bin/pip" install --quiet --disable-pip-version-check -r tests/requirements.txt
+  cp tests/requirements.txt "$py/.requirements.txt"
 fi
 
 echo "== ZooKeeper compatibility: Apache ZooKeeper 3.8 from Debian (the reference run)"

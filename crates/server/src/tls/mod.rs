@@ -241,4 +241,4 @@ pub fn serial_of(der: &CertificateDer<'_>) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

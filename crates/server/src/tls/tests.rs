@@ -3,7 +3,8 @@ use super::*;
 use crate::config::{ClientAuth, TlsConfig};
 use std::path::Path;
 
-fn files(dir: &Path, id: NodeId) -> TlsConfig {
+/// The files `synod certs` makes for node `id` in `dir`, as a `[tls]` section.
+pub(crate) fn files(dir: &Path, id: NodeId) -> TlsConfig {
     TlsConfig {
         ca_file: dir.join("ca.crt"),
         cert_file: dir.join(format!("node-{id}.crt")),

@@ -4,25 +4,14 @@
 
 use super::frame::{decode_reply, encode_hello, read_frame, Hello, HELLO_MAX_FRAME, K_REPLY};
 use super::*;
-use crate::config::{ClientAuth, TlsConfig};
 use crate::tls::certs::{create_ca, create_node};
+use crate::tls::tests::files;
 use crate::tls::Tls;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::path::Path;
 
 const CLUSTER: &str = "t";
-
-fn files(dir: &Path, id: NodeId) -> TlsConfig {
-    TlsConfig {
-        ca_file: dir.join("ca.crt"),
-        cert_file: dir.join(format!("node-{id}.crt")),
-        key_file: dir.join(format!("node-{id}.key")),
-        client_auth: ClientAuth::Want,
-        admin: true,
-        kv: true,
-    }
-}
 
 fn config(
     me: NodeId,
