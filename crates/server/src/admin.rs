@@ -144,11 +144,14 @@ pub async fn serve(
                 Ok(Err(e)) => return debug!(%addr, "admin TLS handshake failed: {e}"),
                 Err(_) => return debug!(%addr, "admin TLS handshake timed out"),
             };
-            let certified = s
+            // rustls fills peer_certificates only with a chain the CA verified.
+            let subject = s
                 .get_ref()
                 .1
                 .peer_certificates()
-                .is_some_and(|c| !c.is_empty());
+                .and_then(|c| c.first())
+                .and_then(crate::tls::x509_subject);
+            let certified = subject.is_some_and(|s| tls.admin_subject(&s));
             let app = app.layer(axum::middleware::from_fn(
                 move |req: axum::extract::Request, next: axum::middleware::Next| async move {
                     let open = matches!(req.uri().path(), "/health" | "/metrics" | "/v1/status");
@@ -157,8 +160,8 @@ pub async fn serve(
                     } else {
                         (
                             StatusCode::FORBIDDEN,
-                            "this admin endpoint needs a client certificate from the cluster CA \
-                             (synod certs client)\n",
+                            "this admin endpoint needs an admin client certificate from the \
+                             cluster CA ([tls] admin_subjects; synod certs client --name root)\n",
                         )
                             .into_response()
                     }

@@ -47,6 +47,10 @@ pub use identity::{check_identity, record_identity, Identity, IDENTITY_FILE};
 /// Run a node until SIGTERM or SIGINT.
 pub async fn run(mut cfg: Config) -> Result<()> {
     stop_on_panic();
+    // SIGHUP reloads certificates; caught from the start, so that a reload sent while the log
+    // replays (or to a node without TLS: `systemctl reload`) never kills the node.
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot listen for SIGHUP")?;
     return_large_buffers();
     let fd_limit = raise_fd_limit();
     fit_connections(&mut cfg, fd_limit);
@@ -246,10 +250,10 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         ),
     };
     let admin = tokio::spawn(admin::serve(admin_listener, app, admin_limits, admin_tls));
-    if let Some(t) = tls.clone() {
+    if let Some(t) = &tls {
         metrics.tls_certificate_expiry.set(t.not_after_unix());
-        tokio::spawn(reload_on_sighup(t, metrics.clone()));
     }
+    tokio::spawn(reload_on_sighup(hangups, tls.clone(), metrics.clone()));
     info!(
         node = cfg.node_id,
         cluster = %cfg.cluster_id,
@@ -400,13 +404,16 @@ mod futures_boxed {
 }
 
 /// Reload the certificates on SIGHUP (crate::tls): connections opened afterwards use them.
-async fn reload_on_sighup(tls: Arc<tls::Tls>, metrics: Arc<Metrics>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        warn!("cannot listen for SIGHUP: certificates will not be reloaded");
-        return;
-    };
+async fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    tls: Option<Arc<tls::Tls>>,
+    metrics: Arc<Metrics>,
+) {
     while hup.recv().await.is_some() {
+        let Some(tls) = &tls else {
+            info!("SIGHUP: no [tls] section, nothing to reload");
+            continue;
+        };
         match tls.reload() {
             Ok(()) => {
                 metrics.tls_certificate_expiry.set(tls.not_after_unix());

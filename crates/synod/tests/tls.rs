@@ -279,6 +279,24 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
     // The admin port's data needs a client certificate; with one, writes replicate over the
     // peers' mutual TLS.
     assert_eq!(curl(&certs, 1, "GET", "/v1/kv/k", false).0, 403);
+    // A client certificate of the CA that is not an admin's (an application's, for x509 ACLs)
+    // gets no further: the admin API bypasses ACLs.
+    ok(synod()
+        .args(["certs", "client", "--name", "alice", "--dir"])
+        .arg(&certs)
+        .output()
+        .unwrap());
+    let alice = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+        .arg(certs.join("ca.crt"))
+        .arg("--cert")
+        .arg(certs.join("client-alice.crt"))
+        .arg("--key")
+        .arg(certs.join("client-alice.key"))
+        .arg(format!("https://127.0.0.1:{}/v1/kv/k", admin_port(1)))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&alice.stdout), "403");
     wait_until("a write through node 1", 20, || {
         curl(&certs, 1, "PUT", "/v1/kv/k", true).0 == 200
     });

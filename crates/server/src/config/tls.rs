@@ -25,6 +25,12 @@ pub struct TlsConfig {
     /// Serve the admin port over HTTPS (default true).
     #[serde(default = "yes")]
     pub admin: bool,
+    /// The client certificates (their subjects, RFC 2253 as x509 ACL ids are written) allowed
+    /// the admin port's data endpoints (the key-value API, which bypasses ACLs; backups;
+    /// fault injection). Default: `CN=root,O=synod` (`synod certs client --name root`). Other
+    /// certificates of the CA, which ZooKeeper clients use for x509 ACLs, get 403 there.
+    #[serde(default = "admin_subjects")]
+    pub admin_subjects: Vec<String>,
     /// Serve the SconeKV gRPC port over TLS (default true).
     #[serde(default = "yes")]
     pub kv: bool,
@@ -32,6 +38,10 @@ pub struct TlsConfig {
 
 fn yes() -> bool {
     true
+}
+
+fn admin_subjects() -> Vec<String> {
+    vec!["CN=root,O=synod".into()]
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -128,6 +128,11 @@ impl Tls {
         self.now().serial.clone()
     }
 
+    /// May a client certificate with this subject use the admin port's data endpoints?
+    pub fn admin_subject(&self, subject: &str) -> bool {
+        self.cfg.admin_subjects.iter().any(|s| s == subject)
+    }
+
     pub fn client_auth(&self) -> ClientAuth {
         self.cfg.client_auth
     }

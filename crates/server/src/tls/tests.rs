@@ -11,6 +11,7 @@ pub(crate) fn files(dir: &Path, id: NodeId) -> TlsConfig {
         key_file: dir.join(format!("node-{id}.key")),
         client_auth: ClientAuth::Want,
         admin: true,
+        admin_subjects: vec!["CN=root,O=synod".into()],
         kv: true,
     }
 }

@@ -68,7 +68,7 @@ it. node_id and the certificate files are set per pod by the container's command
 {{- if $v.tls.enabled -}}
 {{- $_ := set $c "insecure" false -}}
 {{- $_ := set $c "secure_client_addr" (printf "0.0.0.0:%d" (int $v.ports.secureClient)) -}}
-{{- $_ := set $c "tls" (dict "ca_file" "/etc/synod/tls/ca.crt" "client_auth" $v.tls.clientAuth "admin" $v.tls.admin "kv" $v.tls.kv) -}}
+{{- $_ := set $c "tls" (dict "ca_file" "/etc/synod/tls/ca.crt" "client_auth" $v.tls.clientAuth "admin" $v.tls.admin "admin_subjects" $v.tls.adminSubjects "kv" $v.tls.kv) -}}
 {{- else -}}
 {{- $_ := set $c "insecure" true -}}
 {{- end -}}
