@@ -22,7 +22,9 @@ def server():
     s = SingleServer(
         10,
         synod_toml="[zookeeper]\nmax_client_cnxns = %d\nmax_watches_per_session = 3\n"
-        "max_read_bytes_per_second = 100000\nmax_outstanding = 4\n" % MAX_CNXNS,
+        "max_read_bytes_per_second = 100000\nmax_outstanding = 4\n"
+        # A request of max_buffer must be readable within the session timeout at that rate.
+        "max_buffer = 60000\n" % MAX_CNXNS,
         zk_cfg="maxClientCnxns=%d\n" % MAX_CNXNS,
     )
     try:

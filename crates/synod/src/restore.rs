@@ -57,6 +57,11 @@ pub fn machine(b: &Backup) -> Result<ZkMachine> {
     let mut m = ZkMachine::default();
     m.restore(b.header.slot, b.state.clone())
         .map_err(|e| anyhow!("the backup's state cannot be read: {e}"))?;
+    if m.tree.get("/").is_none() {
+        bail!(
+            "the backup's tree has no root node: not a backup synod or ZooKeeper could have made"
+        );
+    }
     if m.applied_zxid != b.header.zxid {
         bail!(
             "the backup's header says zxid {:#x} but its state is at {:#x}",

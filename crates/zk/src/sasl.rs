@@ -172,9 +172,18 @@ impl DigestMd5Server {
         let Some(password) = password_of(&user) else {
             return fail(format!("unknown user {user:?}"));
         };
-        // Hashed in the charset the client used: ISO 8859-1 unless it said utf-8.
+        // Hashed in the charset the client used: ISO 8859-1 unless it said utf-8, and even then
+        // ISO 8859-1 when every character fits (RFC 2831 §2.1.2.1, as the JDK's client does).
+        let latin1 = |s: &str| -> Option<Vec<u8>> {
+            s.chars().map(|c| u8::try_from(c as u32).ok()).collect()
+        };
+        let username_hashed: Vec<u8> = if utf8 {
+            latin1(&user).unwrap_or_else(|| username.to_vec())
+        } else {
+            username.to_vec()
+        };
         let password: Vec<u8> = if utf8 {
-            password.into_bytes()
+            latin1(&password).unwrap_or_else(|| password.into_bytes())
         } else {
             match password.chars().map(|c| u8::try_from(c as u32)).collect() {
                 Ok(p) => p,
@@ -184,7 +193,7 @@ impl DigestMd5Server {
             }
         };
         let secret = Secret {
-            username,
+            username: &username_hashed,
             realm,
             password: &password,
             nonce: self.nonce.as_bytes(),

@@ -515,6 +515,17 @@ impl Config {
                 bail!("config key zookeeper.super_digest: must be user:base64(sha1(user:password)), as `synod digest user:password` prints it");
             }
         }
+        let rate = self.zookeeper.max_read_bytes_per_second;
+        let within =
+            rate.saturating_mul(self.zookeeper.min_session_timeout_ms.max(0) as u64) / 1000;
+        if rate != 0 && within < self.zookeeper.max_buffer as u64 {
+            bail!(
+                "config key zookeeper.max_read_bytes_per_second: {rate} bytes/s cannot read a \
+                 request of max_buffer ({} bytes) within min_session_timeout_ms, so throttled \
+                 clients would be closed for a slow request; raise it (or 0 for no limit)",
+                self.zookeeper.max_buffer
+            );
+        }
         if self.zookeeper.handshake_timeout_ms == 0 || self.zookeeper.write_timeout_ms == 0 {
             bail!("config key zookeeper.handshake_timeout_ms / write_timeout_ms: must be positive");
         }
@@ -717,6 +728,20 @@ mod tests {
         assert!(e.contains("unknown scheme"), "{e}");
         assert!(load(&["zookeeper.require_auth=[\"digest\"]"]).is_ok());
         assert_eq!(ZkTuning::default().max_client_cnxns, 60);
+    }
+
+    #[test]
+    fn a_read_rate_too_slow_for_the_largest_request_is_refused() {
+        let e = load(&["zookeeper.max_read_bytes_per_second=65536"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_read_bytes_per_second"), "{e}");
+        load(&[
+            "zookeeper.max_read_bytes_per_second=65536",
+            "zookeeper.max_buffer=200000",
+        ])
+        .unwrap();
+        load(&["zookeeper.max_read_bytes_per_second=0"]).unwrap();
     }
 
     #[test]

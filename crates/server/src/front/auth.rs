@@ -188,13 +188,18 @@ fn new_nonce() -> String {
     base64::engine::general_purpose::STANDARD.encode(b)
 }
 
+/// Identities one connection may hold: ZooKeeper sets no bound, but a client that adds a new
+/// digest credential per request would otherwise grow the list (and every ACL check) forever.
+/// Past it, more are ignored: fails closed, the connection keeps the rights it had.
+pub(super) const MAX_IDENTITIES: usize = 64;
+
 /// Add an identity to a connection's list once (ServerCnxn.addAuthInfo).
 pub(super) fn add_identity(auth: &mut Vec<Id>, scheme: &str, id: &str) {
     let id = Id {
         scheme: scheme.into(),
         id: id.into(),
     };
-    if !auth.contains(&id) {
+    if !auth.contains(&id) && auth.len() < MAX_IDENTITIES {
         auth.push(id);
     }
 }
@@ -202,6 +207,19 @@ pub(super) fn add_identity(auth: &mut Vec<Id>, scheme: &str, id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identities_are_added_once_and_bounded() {
+        let mut auth = Vec::new();
+        add_identity(&mut auth, "digest", "bob:x");
+        add_identity(&mut auth, "digest", "bob:x");
+        assert_eq!(auth.len(), 1);
+        for i in 0..1000 {
+            add_identity(&mut auth, "digest", &format!("u{i}:x"));
+        }
+        assert_eq!(auth.len(), MAX_IDENTITIES);
+        assert_eq!(auth[0].id, "bob:x", "the first identities stay");
+    }
 
     #[test]
     fn watches_added_by_requests() {

@@ -62,7 +62,8 @@ impl Front {
                 }
             }
         });
-        let rd = super::throttle::Throttled::new(rd, rate, on_throttle);
+        let largest = self.cfg.tuning.max_buffer + 4;
+        let rd = super::throttle::Throttled::new(rd, rate, largest, on_throttle);
         let front = self.clone();
         let mut on_full = move || front.outstanding_full(addr, "max_outstanding_bytes");
         let reader = tokio::spawn(async move {

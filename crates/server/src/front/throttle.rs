@@ -26,9 +26,18 @@ pub(super) struct Throttled<R> {
 }
 
 impl<R> Throttled<R> {
-    pub(super) fn new(inner: R, rate: u64, on_throttle: Box<dyn FnMut() + Send>) -> Self {
+    /// `largest`: the largest request a client may send (`max_buffer` and its length prefix):
+    /// the bucket holds at least that much, so a request of any allowed size is read whole
+    /// without waiting out a refill (configurations make the rate large enough that a refill
+    /// never outlasts the session timeout, see `Config::validate`).
+    pub(super) fn new(
+        inner: R,
+        rate: u64,
+        largest: usize,
+        on_throttle: Box<dyn FnMut() + Send>,
+    ) -> Self {
         let rate = rate as f64;
-        let burst = rate.max(MIN_BURST);
+        let burst = rate.max(MIN_BURST).max(largest as f64);
         Throttled {
             inner,
             rate,
@@ -104,6 +113,7 @@ mod tests {
         let mut r = Throttled::new(
             &data[..],
             100_000,
+            0,
             Box::new(move || {
                 t.fetch_add(1, Ordering::Relaxed);
             }),
@@ -121,7 +131,7 @@ mod tests {
     #[tokio::test]
     async fn no_limit_when_zero() {
         let data = vec![1u8; 1 << 20];
-        let mut r = Throttled::new(&data[..], 0, Box::new(|| panic!("throttled")));
+        let mut r = Throttled::new(&data[..], 0, 0, Box::new(|| panic!("throttled")));
         let start = Instant::now();
         let mut out = Vec::new();
         r.read_to_end(&mut out).await.unwrap();

@@ -1,6 +1,7 @@
 //! Accepted TLS connections as a stream, for servers that take one (tonic's gRPC server):
-//! handshakes run concurrently, each under a deadline, at most `MAX_HANDSHAKES` at once, so a
-//! client that never finishes its handshake holds up nobody.
+//! handshakes run concurrently, each under a deadline, at most `MAX_HANDSHAKES` at once and
+//! `MAX_HANDSHAKES_PER_ADDRESS` from one client address, so clients that never finish their
+//! handshakes hold up nobody else.
 
 use super::Tls;
 use std::net::SocketAddr;
@@ -16,7 +17,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tracing::debug;
 
 const MAX_HANDSHAKES: usize = 64;
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_HANDSHAKES_PER_ADDRESS: usize = 8;
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A client connection after its TLS handshake.
 pub struct TlsConn {
@@ -71,6 +73,8 @@ pub fn grpc_incoming(
 ) -> ReceiverStream<std::io::Result<TlsConn>> {
     let (tx, rx) = mpsc::channel(MAX_HANDSHAKES);
     let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let by_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> =
+        Arc::default();
     tokio::spawn(async move {
         loop {
             let (tcp, remote) = match listener.accept().await {
@@ -81,7 +85,29 @@ pub fn grpc_incoming(
                     continue;
                 }
             };
+            {
+                let mut m = by_address.lock().expect("handshakes");
+                let n = m.entry(remote.ip()).or_default();
+                if *n >= MAX_HANDSHAKES_PER_ADDRESS {
+                    debug!(%remote, "refusing a KV connection: too many TLS handshakes from its address");
+                    continue;
+                }
+                *n += 1;
+            }
+            let release = {
+                let by_address = by_address.clone();
+                move || {
+                    let mut m = by_address.lock().expect("handshakes");
+                    if let Some(n) = m.get_mut(&remote.ip()) {
+                        *n -= 1;
+                        if *n == 0 {
+                            m.remove(&remote.ip());
+                        }
+                    }
+                }
+            };
             let Ok(slot) = slots.clone().try_acquire_owned() else {
+                release();
                 debug!(%remote, "refusing a KV connection: too many TLS handshakes at once");
                 continue;
             };
@@ -93,7 +119,9 @@ pub fn grpc_incoming(
             let tx = tx.clone();
             tokio::spawn(async move {
                 let _slot = slot;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let done = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
+                release();
+                match done {
                     Ok(Ok(inner)) => {
                         let _ = tx.send(Ok(TlsConn { inner, remote })).await;
                     }

@@ -5,8 +5,20 @@ use synod_core::NodeId;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-/// The cluster id as one DNS label: lowercase letters, digits and dashes.
+/// The cluster id as one DNS label: the id itself when it is one (lowercase letters, digits,
+/// inner dashes, at most 63), else its letters and digits with a hash of the whole id, so that
+/// two ids never share a label (`prod_a` and `prod-a` differ).
 pub fn cluster_label(cluster_id: &str) -> String {
+    let plain = !cluster_id.is_empty()
+        && cluster_id.len() <= 63
+        && cluster_id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !cluster_id.starts_with('-')
+        && !cluster_id.ends_with('-');
+    if plain {
+        return cluster_id.to_string();
+    }
     let mut l: String = cluster_id
         .chars()
         .map(|c| {
@@ -18,12 +30,13 @@ pub fn cluster_label(cluster_id: &str) -> String {
             }
         })
         .collect();
-    l.truncate(63);
-    let l = l.trim_matches('-').to_string();
+    l.truncate(54);
+    let l = l.trim_matches('-');
+    let hash = crc32c::crc32c(cluster_id.as_bytes());
     if l.is_empty() {
-        "cluster".into()
+        format!("cluster-{hash:08x}")
     } else {
-        l
+        format!("{l}-{hash:08x}")
     }
 }
 

@@ -31,7 +31,18 @@ fn node_certificates_name_their_node_and_load_only_for_it() {
     for id in 1..=2 {
         create_node(d.path(), "My Cluster_1", id, &["db.example".into()], 10).unwrap();
     }
-    assert_eq!(node_name("My Cluster_1", 2), "node-2.my-cluster-1.synod");
+    let label = cluster_label("My Cluster_1");
+    assert!(
+        label.starts_with("my-cluster-1-") && label.len() == 21,
+        "{label}"
+    );
+    assert_eq!(
+        node_name("My Cluster_1", 2),
+        format!("node-2.{label}.synod")
+    );
+    assert_eq!(cluster_label("prod-a"), "prod-a");
+    assert_ne!(cluster_label("prod_a"), cluster_label("prod-a"));
+    assert_ne!(cluster_label("Prod-a"), cluster_label("prod-a"));
     assert_eq!(
         cert_node_ids(&der(&d.path().join("node-2.crt")), "My Cluster_1"),
         vec![2]

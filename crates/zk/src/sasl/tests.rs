@@ -236,3 +236,48 @@ proptest! {
         }
     }
 }
+
+/// With `charset=utf-8`, a password whose characters all fit ISO 8859-1 is hashed in ISO
+/// 8859-1 (RFC 2831 §2.1.2.1), as the JDK's client hashes it; others in UTF-8.
+#[test]
+fn utf8_clients_hash_latin1_passwords_in_latin1() {
+    let users = |u: &str| match u {
+        "zoë" => Some("pässword".to_string()),
+        "kim" => Some("密码".to_string()),
+        _ => None,
+    };
+    let respond = |user: &str, hashed_user: &[u8], hashed_password: &[u8]| {
+        let secret = Secret {
+            username: hashed_user,
+            realm: REALM.as_bytes(),
+            password: hashed_password,
+            nonce: b"n0nce+/=",
+            cnonce: b"c",
+            nc: b"00000001",
+            authzid: None,
+        };
+        let response = secret.digest(format!("AUTHENTICATE:{DIGEST_URI}").as_bytes());
+        format!(
+            "charset=utf-8,qop=auth,realm=\"{REALM}\",username=\"{user}\",nonce=\"n0nce+/=\",cnonce=\"c\",nc=00000001,digest-uri=\"{DIGEST_URI}\",response={response}"
+        )
+        .into_bytes()
+    };
+    let latin1 = |s: &str| s.chars().map(|c| c as u32 as u8).collect::<Vec<u8>>();
+    let mut s = DigestMd5Server::new("n0nce+/=".into());
+    let _ = s.step(b"", users);
+    let r = s.step(&respond("zoë", &latin1("zoë"), &latin1("pässword")), users);
+    assert!(matches!(r, Ok(Step::Success { .. })), "{r:?}");
+    // The same password hashed in UTF-8 is not what an RFC client sends.
+    let mut s = DigestMd5Server::new("n0nce+/=".into());
+    let _ = s.step(b"", users);
+    let r = s.step(
+        &respond("zoë", "zoë".as_bytes(), "pässword".as_bytes()),
+        users,
+    );
+    assert!(r.is_err(), "{r:?}");
+    // Outside ISO 8859-1: UTF-8.
+    let mut s = DigestMd5Server::new("n0nce+/=".into());
+    let _ = s.step(b"", users);
+    let r = s.step(&respond("kim", b"kim", "密码".as_bytes()), users);
+    assert!(matches!(r, Ok(Step::Success { .. })), "{r:?}");
+}
