@@ -147,16 +147,18 @@ pub(super) fn watches_added(code: i32, body: &Bytes) -> usize {
             let watch = r.string().and_then(|_| r.boolean());
             usize::from(watch == Ok(true))
         }
-        op::ADD_WATCH => 1,
+        // A persistent or recursive watch has a data and a child half, each counted by the
+        // session's watch table (synod_zk::watch), so it counts two here too.
+        op::ADD_WATCH => 2,
         op::SET_WATCHES | op::SET_WATCHES2 => {
             let lists = if code == op::SET_WATCHES { 3 } else { 5 };
             if r.long().is_err() {
                 return 0;
             }
             let mut n = 0usize;
-            for _ in 0..lists {
+            for list in 0..lists {
                 match r.strings() {
-                    Ok(l) => n += l.len(),
+                    Ok(l) => n += l.len() * if list >= 3 { 2 } else { 1 },
                     Err(_) => return n,
                 }
             }
@@ -243,6 +245,17 @@ mod tests {
             }
         }
         assert_eq!(watches_added(op::SET_WATCHES, &b.freeze()), 3);
+        // setWatches2: two more lists, persistent and recursive, whose watches count two.
+        let mut b = BytesMut::new();
+        b.long(0);
+        for list in [vec!["/a"], vec![], vec![], vec!["/p"], vec!["/r", "/s"]] {
+            b.int(list.len() as i32);
+            for p in list {
+                b.string(p);
+            }
+        }
+        assert_eq!(watches_added(op::SET_WATCHES2, &b.freeze()), 7);
+        assert_eq!(watches_added(op::ADD_WATCH, &with), 2);
         assert_eq!(
             watches_added(op::SET_WATCHES, &Bytes::from_static(b"\x01")),
             0
