@@ -37,6 +37,9 @@ pub struct Snapshot {
     pub digest: Option<(i64, i32, i64)>,
 }
 
+/// Most entries in one imported ACL list.
+const MAX_ACL_LIST: usize = 4096;
+
 fn open_acl() -> Vec<Acl> {
     vec![Acl {
         perms: perms::ALL,
@@ -106,6 +109,18 @@ pub fn read(file: &Path, b: &[u8]) -> Result<Snapshot, ImportError> {
         let at = a.offset();
         let key = a.long("an ACL cache key")?;
         let list = a.acls("an ACL list")?;
+        // Every node referring to a list gets its own copy in synod's tree: a forged list of
+        // millions of entries shared by many nodes would multiply. Real lists are a handful.
+        if list.len() > MAX_ACL_LIST {
+            return Err(ImportError::new(
+                file,
+                at,
+                format!(
+                    "ACL list {key} has {} entries (at most {MAX_ACL_LIST} are imported)",
+                    list.len()
+                ),
+            ));
+        }
         if acls.insert(key, list).is_some() {
             return Err(ImportError::new(
                 file,
