@@ -330,6 +330,11 @@ final class CuratorScenarios {
         String path = uniq("/java-cc");
         try (CuratorFramework writer = curator(hosts); CuratorFramework reader = curator(hosts)) {
             writer.create().forPath(path, b("root"));
+            // As in pathChildrenCache: the reader's server serves its reads, so sync first or
+            // it may not have the writer's create yet (ZooKeeper's consistency guarantee).
+            CountDownLatch synced = new CountDownLatch(1);
+            reader.getZookeeperClient().getZooKeeper().sync(path, (rc, p, ctx) -> synced.countDown(), null);
+            check(synced.await(10, TimeUnit.SECONDS), "sync of %s", path);
             BlockingQueue<String> q = new LinkedBlockingQueue<>();
             try (CuratorCache cache = CuratorCache.build(reader, path)) {
                 cache.listenable().addListener(CuratorCacheListener.builder()
