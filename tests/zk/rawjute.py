@@ -336,6 +336,12 @@ class Transcript:
         below = [k for k in self.zxids if k < z]
         if not below:
             return "Z(unseen, below all)" if self.zxids else "Z(unseen)"
+        if len(below) == len(self.zxids):
+            # Above every zxid of the case: the server's last zxid, which other sessions' work
+            # moves on (synod replicates session liveness, so it moves while a case runs; so it
+            # does on ZooKeeper when another client writes). What a client can rely on is that
+            # it is not below what it has seen: shown as the latest zxid of the case.
+            return self.zxids[max(below)]
         return "Z(unseen, above %s)" % self.zxids[max(below)]
 
     def session(self, sid):

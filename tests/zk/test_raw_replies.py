@@ -12,7 +12,9 @@ What must differ is normalised, and only that:
     them still count (a node's czxid is its create's reply zxid; a failed write consumes a zxid
     of its own). Only a write's reply and a Stat bring in a new one; a read, ping, auth or
     setWatches reply with a zxid not seen yet shows "Z(unseen, above Zn)" instead, so that one
-    extra zxid does not renumber the rest of the case. 0 and -1 stay as they are;
+    extra zxid does not renumber the rest of the case, or, when it is above every zxid of the
+    case, as the latest one (the server's last zxid, which other sessions move on: synod's
+    session touches are transactions). 0 and -1 stay as they are;
   * session ids, passwords and ephemeralOwner become S(A), PW(S(A)), ... (A is the connection
     that opened the session);
   * ctime and mtime become TIME (0 stays 0);
@@ -141,9 +143,6 @@ DIFFERENCES = {
         "/zookeeper/config: ZK holds 'server.N=host:quorumPort:electionPort:participant' lines and"
         " 'version=0'; synod's data is empty (same Stat otherwise): it has one peer port, and lines"
         " with equal ports make Curator's EnsembleTracker fail (QuorumPeerConfig ConfigException)",
-    "connect_reattach_same_server":
-        "read after a re-attach (same session, same server): ZK reply zxid = the last write's zxid, synod a zxid"
-        " above it (the re-attach consumed one)",
     "nonbmp_path_utf8_sync":
         "sync echoes the path re-encoded by Java: ZK b'...\\xed\\xa0\\xbd\\xed\\xb8\\x80' (CESU-8 surrogates)"
         " for a 4-byte UTF-8 U+1F600; synod echoes the bytes as sent (\\xf0\\x9f\\x98\\x80)",
