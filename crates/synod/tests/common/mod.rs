@@ -8,6 +8,17 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Start `bin server --config config`, its output appended to `log`.
+pub fn spawn_server(bin: &std::path::Path, config: &std::path::Path, log: std::fs::File) -> Child {
+    Command::new(bin)
+        .args(["server", "--config"])
+        .arg(config)
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("start synod server")
+}
+
 pub struct Node {
     pub id: u32,
     pub admin: u16,
@@ -101,14 +112,8 @@ impl Node {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_synod"))
-            .args(["server", "--config"])
-            .arg(&self.config)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("start synod server");
-        self.child = Some(child);
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_synod"));
+        self.child = Some(spawn_server(bin, &self.config, log));
     }
 
     pub fn kill9(&mut self) {
