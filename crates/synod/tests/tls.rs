@@ -30,6 +30,17 @@ fn ok(out: Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `synod certs <args> --dir <dir>`, which must succeed.
+fn make_certs(args: &[&str], dir: &Path) {
+    ok(synod()
+        .arg("certs")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap());
+}
+
 fn peer_port(i: u32) -> u16 {
     BASE + 10 + i as u16
 }
@@ -204,29 +215,9 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
     let d = dir.path();
     let certs = d.join("certs");
     let other = d.join("other");
-    ok(synod()
-        .args(["certs", "dev", "--cluster-id", CLUSTER, "--dir"])
-        .arg(&certs)
-        .output()
-        .unwrap());
-    ok(synod()
-        .args(["certs", "ca", "--cluster-id", CLUSTER, "--dir"])
-        .arg(&other)
-        .output()
-        .unwrap());
-    ok(synod()
-        .args([
-            "certs",
-            "node",
-            "--cluster-id",
-            CLUSTER,
-            "--node-id",
-            "2",
-            "--dir",
-        ])
-        .arg(&other)
-        .output()
-        .unwrap());
+    make_certs(&["dev", "--cluster-id", CLUSTER], &certs);
+    make_certs(&["ca", "--cluster-id", CLUSTER], &other);
+    make_certs(&["node", "--cluster-id", CLUSTER, "--node-id", "2"], &other);
 
     // Secure by default: no certificates and no `insecure = true` is refused; so is another
     // node's certificate.
@@ -281,11 +272,7 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
     assert_eq!(curl(&certs, 1, "GET", "/v1/kv/k", false).0, 403);
     // A client certificate of the CA that is not an admin's (an application's, for x509 ACLs)
     // gets no further: the admin API bypasses ACLs.
-    ok(synod()
-        .args(["certs", "client", "--name", "alice", "--dir"])
-        .arg(&certs)
-        .output()
-        .unwrap());
+    make_certs(&["client", "--name", "alice"], &certs);
     let alice = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
         .arg(certs.join("ca.crt"))
@@ -408,19 +395,7 @@ fn a_cluster_over_mutual_tls_refuses_impostors_and_rotates_certificates() {
     // Rotation: a new certificate for node 1, SIGHUP, and new connections see it; the cluster
     // keeps replicating.
     let before = admin_serial(&ca, 1);
-    ok(synod()
-        .args([
-            "certs",
-            "node",
-            "--cluster-id",
-            CLUSTER,
-            "--node-id",
-            "1",
-            "--dir",
-        ])
-        .arg(&certs)
-        .output()
-        .unwrap());
+    make_certs(&["node", "--cluster-id", CLUSTER, "--node-id", "1"], &certs);
     let pid = nodes.0[0].id().to_string();
     ok(Command::new("kill").args(["-HUP", &pid]).output().unwrap());
     wait_until("the reload", 10, || {
