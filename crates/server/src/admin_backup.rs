@@ -57,9 +57,7 @@ pub(crate) async fn backup(State(s): State<Arc<AdminState>>) -> Response {
         slot: at.slot,
         tag: at.tag,
         zxid,
-        created_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64),
+        created_ms: crate::now_ms(),
     };
     let file = match tokio::task::spawn_blocking(move || {
         let state = view();

@@ -212,9 +212,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
             // ZooKeeper's format names two different peer ports per server and synod has one.
             // Curator's EnsembleTracker parses the lines with ZooKeeper's QuorumPeerConfig and
             // gives up with a ConfigException on equal ports (seen in CI); it ignores empty data.
-            let loaded_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
+            let loaded_ms = now_ms();
             built
                 .zookeeper
                 .machine

@@ -88,12 +88,6 @@ pub struct ImportArgs {
     force: bool,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Write `data` to `path` durably: a temporary file, synced, renamed, the directory synced.
 fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
@@ -344,7 +338,7 @@ pub fn run_import(a: ImportArgs) -> Result<()> {
         slot: 1,
         tag: i.zxid as u64,
         zxid: i.zxid,
-        created_ms: now_ms(),
+        created_ms: synod_server::now_ms(),
     };
     let file = backup::encode(&header, &i.state);
     let b = backup::decode(&file).map_err(|e| anyhow!("{e}"))?;
