@@ -29,6 +29,7 @@ use std::fmt::Debug;
 
 pub mod batch;
 pub mod durable;
+pub mod machine;
 pub mod outbox;
 pub mod quorum;
 pub mod replica;
@@ -37,6 +38,7 @@ pub mod wire;
 
 pub use batch::BatchLimits;
 pub use durable::{DurableState, LogRecord, Persist, StorageOp};
+pub use machine::{GroupMessage, StateMachine};
 
 /// A replica's identity within a cluster. Ids are small positive integers (1-based).
 pub type NodeId = u32;

@@ -4,20 +4,17 @@
 //! peer messages. This is the server's registry of protocols and machines.
 
 use crate::config::Config;
-use crate::host::group::{Group, GroupParts, GroupRunner};
 use crate::kv::KvMachine;
 use crate::machine::{StateMachine, ZooKeeper};
-use crate::metrics::Metrics;
 use crate::protocol::{Family, Zxids};
 use crate::register::Register;
-use crate::transport::{Decoder, PeerMsg};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use synod_core::wire::Wire;
 use synod_core::{Cluster, GroupId, LogRecord, MessageKind, NodeId, Protocol, View};
+use synod_host::{Group, GroupParts, GroupRunner, SharedMachine};
 use synod_log::{Recovery, Replayed};
 use synod_mencius::Mencius;
 use synod_paxos::Paxos;
@@ -33,7 +30,8 @@ pub struct Served<S> {
 
 pub(crate) struct Built {
     pub runners: Vec<Box<dyn GroupRunner>>,
-    pub decoders: HashMap<GroupId, Decoder>,
+    /// Where each group's view is published to its front ends.
+    pub views: HashMap<GroupId, watch::Sender<View>>,
     /// The protocol of every group this node runs (its peers must agree).
     pub protocols: Vec<(GroupId, String)>,
     /// The members of every group of the cluster.
@@ -58,12 +56,7 @@ struct Spec<'a> {
 
 /// Build every group this node runs. Refuses a log that holds a group the configuration does
 /// not run here (its data would be silently orphaned).
-pub(crate) fn build(
-    cfg: &Config,
-    wal_dir: &Path,
-    mut recovery: Recovery,
-    metrics: &Arc<Metrics>,
-) -> Result<Built> {
+pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Result<Built> {
     let me = cfg.node_id;
     let all: Vec<NodeId> = cfg.members()?.keys().copied().collect();
     let family =
@@ -78,7 +71,7 @@ pub(crate) fn build(
     };
     let mut built = Built {
         runners: Vec::new(),
-        decoders: HashMap::new(),
+        views: HashMap::new(),
         protocols: Vec::new(),
         routes: BTreeMap::new(),
         zookeeper: Served {
@@ -91,7 +84,7 @@ pub(crate) fn build(
     built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
     let machine = ZooKeeper::new(zk.family.zxids());
-    let served = group(cfg, &zk, machine, wal_dir, zk_ops, metrics, &mut built)?;
+    let served = group(cfg, &zk, machine, wal_dir, zk_ops, &mut built)?;
     built.zookeeper = served;
     for g in &cfg.groups {
         let members = cfg.group_members(g);
@@ -110,7 +103,7 @@ pub(crate) fn build(
         };
         let ops = recovery.groups.remove(&g.id).unwrap_or_default();
         let machine = Register::new(g.id);
-        let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
+        let served = group(cfg, &spec, machine, wal_dir, ops, &mut built)?;
         built.registers.insert(g.id, served);
     }
     if cfg.kv.enabled() {
@@ -140,7 +133,7 @@ pub(crate) fn build(
                 "kv-reset-on-delete" => machine.bucket_mut().plant_reset_on_delete(),
                 _ => {}
             }
-            let served = group(cfg, &spec, machine, wal_dir, ops, metrics, &mut built)?;
+            let served = group(cfg, &spec, machine, wal_dir, ops, &mut built)?;
             built.kv.insert(b, served);
         }
     }
@@ -162,40 +155,39 @@ fn group<S: StateMachine>(
     machine: S,
     wal_dir: &Path,
     ops: Vec<Replayed>,
-    metrics: &Arc<Metrics>,
     built: &mut Built,
 ) -> Result<Served<S>> {
     let p = spec.protocol;
-    let (runner, served, decoder) = match spec.family {
+    let (runner, served, view) = match spec.family {
         Family::Zab => {
             let opt = synod_zab::Options {
                 preferred_leader: spec.preferred,
                 ..cfg.zab_options(p)
             };
-            let (r, s) = restore::<Zab, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
-            (r, s, decoder::<synod_zab::Msg>())
+            restore::<Zab, S>(cfg, spec, opt, machine, wal_dir, ops)?
         }
         Family::Paxos => {
             let opt = cfg.paxos_options(p);
-            let (r, s) = restore::<Paxos, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
-            (r, s, decoder::<synod_paxos::Msg>())
+            restore::<Paxos, S>(cfg, spec, opt, machine, wal_dir, ops)?
         }
         Family::Mencius => {
             let opt = cfg.mencius_options();
-            let (r, s) = restore::<Mencius, S>(cfg, spec, opt, machine, wal_dir, ops, metrics)?;
-            (r, s, decoder::<synod_mencius::Msg>())
+            restore::<Mencius, S>(cfg, spec, opt, machine, wal_dir, ops)?
         }
     };
     built.runners.push(runner);
-    built.decoders.insert(spec.id, decoder);
+    built.views.insert(spec.id, view);
     built.protocols.push((spec.id, p.to_string()));
     Ok(served)
 }
 
-/// The decoder of a protocol's peer messages.
-fn decoder<M: Wire + Send + 'static>() -> Decoder {
-    Arc::new(|b| M::from_bytes(b).map(|m| Box::new(m) as PeerMsg))
-}
+/// A group restored from the log: its runner for the host, its machine and view for the front
+/// ends, and where its view is published.
+type Restored<S> = (Box<dyn GroupRunner>, Served<S>, watch::Sender<View>);
+
+/// Envelopes one replica may hold behind durability barriers (a core that needs more is
+/// broken: the replica stops).
+const OUTBOX_LIMIT: usize = 1 << 20;
 
 /// A group running core `P` over state machine `S`, restored from its records in the log.
 fn restore<P, S>(
@@ -205,8 +197,7 @@ fn restore<P, S>(
     mut machine: S,
     wal_dir: &Path,
     ops: Vec<Replayed>,
-    metrics: &Arc<Metrics>,
-) -> Result<(Box<dyn GroupRunner>, Served<S>)>
+) -> Result<Restored<S>>
 where
     P: Protocol + Send + 'static,
     P::Message: Wire + MessageKind + Send + 'static,
@@ -242,20 +233,17 @@ where
     let core = P::restore(cluster, options, durable, rand::random());
     let (view_tx, view_rx) = watch::channel(core.view());
     let machine = Arc::new(Mutex::new(machine));
+    let shared: SharedMachine = machine.clone();
     let group = Group::new(GroupParts {
         id,
+        me: cfg.node_id,
         protocol: protocol.to_string(),
         machine_kind: spec.machine_kind.to_string(),
         members: spec.members.clone(),
         core,
-        machine: machine.clone(),
-        view: view_tx,
-        limits: cfg.batch.limits(),
-        max_pending: cfg.limits.max_pending_requests,
-        request_timeout: Duration::from_millis(cfg.limits.request_timeout_ms),
+        machine: shared,
         snapshot_every: cfg.snapshot_every,
-        metrics: metrics.group(id),
-        me: cfg.node_id,
+        outbox_limit: OUTBOX_LIMIT,
     });
     Ok((
         Box::new(group),
@@ -263,6 +251,7 @@ where
             machine,
             view: view_rx,
         },
+        view_tx,
     ))
 }
 
@@ -305,8 +294,7 @@ mod tests {
     }
 
     fn build_error(dir: &Path, protocol: &str, recovery: Recovery) -> String {
-        let metrics = Arc::new(Metrics::new(Default::default()));
-        match build(&config(dir, protocol), dir, recovery, &metrics) {
+        match build(&config(dir, protocol), dir, recovery) {
             Ok(_) => panic!("{protocol} read a log of another protocol"),
             Err(e) => format!("{e:#}"),
         }
@@ -400,13 +388,6 @@ mod tests {
         }
         // Read as itself, it builds.
         let recovery = log(dir.path(), &mencius);
-        let metrics = Arc::new(Metrics::new(Default::default()));
-        build(
-            &config(dir.path(), "mencius"),
-            dir.path(),
-            recovery,
-            &metrics,
-        )
-        .unwrap();
+        build(&config(dir.path(), "mencius"), dir.path(), recovery).unwrap();
     }
 }

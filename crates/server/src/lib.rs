@@ -32,7 +32,7 @@ pub mod transport;
 
 use anyhow::{Context, Result};
 use config::Config;
-use host::{GroupHandle, Host, HostInput, HostParts, Status};
+use host::{Driver, GroupHandle, HostInput, HostParts, Status};
 use metrics::Metrics;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -78,7 +78,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let metrics = Arc::new(Metrics::new(stats.clone()));
     metrics.log_bytes.set(wal.log_bytes() as i64);
     metrics.log_segments.set(wal.segments() as i64);
-    let built = build::build(&cfg, &wal_dir, recovery, &metrics)?;
+    let built = build::build(&cfg, &wal_dir, recovery)?;
     if let Some(id) = identity {
         record_identity(&dir, &id)?;
     }
@@ -98,7 +98,6 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         me: cfg.node_id,
         members: members.clone(),
         groups: built.protocols.clone(),
-        decoders: Arc::new(built.decoders),
         chunk_bytes: cfg.limits.chunk_bytes as usize,
         max_message_bytes: cfg.limits.max_message_bytes as usize,
         peer_queue: cfg.limits.peer_queue,
@@ -264,7 +263,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         max_connections = cfg.zookeeper.max_connections,
         "synod node started"
     );
-    let host = Host::new(
+    let host = Driver::new(
         HostParts {
             me: cfg.node_id,
             cluster_id: cfg.cluster_id.clone(),
@@ -275,8 +274,16 @@ pub async fn run(mut cfg: Config) -> Result<()> {
             tx: tx.clone(),
             metrics,
             status,
-            routes: built.routes,
-            resend_every: Duration::from_secs(1),
+            host: synod_host::HostConfig {
+                routes: built.routes,
+                limits: cfg.batch.limits(),
+                max_pending: cfg.limits.max_pending_requests,
+                request_timeout_us: cfg.limits.request_timeout_ms * 1_000,
+                resend_every_us: 1_000_000,
+                id_base: command_id_base(cfg.node_id),
+                ..synod_host::HostConfig::new(cfg.node_id)
+            },
+            views: built.views,
         },
         built.runners,
     );
@@ -299,6 +306,12 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), host).await;
     info!("stopped");
     Ok(())
+}
+
+/// Command ids: node id in the top byte, 24 random bits per process start, a 32-bit counter.
+fn command_id_base(me: synod_core::NodeId) -> u64 {
+    let boot: u64 = rand::random::<u64>() & 0xFF_FFFF;
+    ((me as u64 & 0xFF) << 56) | (boot << 32)
 }
 
 /// A panic anywhere stops the node. A panic is a broken invariant (a core's assertion, the

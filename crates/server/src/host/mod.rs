@@ -1,40 +1,34 @@
-//! The host: one server process running any number of groups, each a (protocol core, members,
-//! state machine) triple with a group id, as quinn-proto's `Endpoint` holds many connections.
+//! The host's driver: runs the node's sans-IO host (crates/host) with tokio. It carries inputs
+//! from the peer transport, the clients, the WAL thread and the snapshot tasks into the host,
+//! and what the host produces out to them; it sleeps until the host's next deadline.
 //!
-//! Groups share:
-//! * **the peer transport**: one connection each way per pair of nodes, frames tagged with the
-//!   group (crate::transport);
+//! * **peers**: frames go to each peer's bounded send queue (crate::transport); a peer whose
+//!   queue is full counts as disconnected, and the host is told;
 //! * **the write-ahead log** and its thread: one `fdatasync` serves every group with something
 //!   queued ([`wal`]);
-//! * **one timer**: the host sleeps until the earliest deadline any core named, and wakes the
-//!   cores whose deadline came (no fixed tick);
-//! * **this task**: one loop steps every group, so nothing is shared between threads but the
-//!   state machines front ends read.
+//! * **snapshots**: the host names the view to serialise; a blocking task writes it to its file
+//!   durably and hands it back;
+//! * **clients**: a [`GroupHandle`] submits with a oneshot, the token the host answers.
 //!
-//! Client commands wait in their group's queue while the host works; whenever it comes back to
-//! the queue it hands the core every command waiting, in batches bounded by count and bytes.
-//! A lone command goes at once; under load, batches grow by themselves.
-//!
-//! A state machine sends to another group through the host (crate::machine::GroupMessage):
-//! from the replica its group names leader, to the receiving group's replica on this node if
-//! there is one, else to a node that runs it.
+//! Inputs taken together form one batch per group: the driver takes everything waiting on its
+//! channel (up to [`DRAIN`]) before it flushes the host's queues to the cores.
 
-pub(crate) mod group;
 pub mod wal;
 
-use crate::machine::GroupMessage;
-use crate::metrics::Metrics;
+use crate::metrics::{GroupMetrics, Metrics};
 use crate::transport::{Inbound, PeerSender};
 use bytes::Bytes;
-use group::{GroupRunner, GroupStatus};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use synod_core::{GroupId, NodeId, Position, Snapshot, TimeUs, View};
+use synod_core::{GroupId, NodeId, Role, Snapshot, TimeUs, View};
+use synod_host::{GroupRunner, Host, HostConfig, Outputs, PeerKind, Telemetry};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 use wal::{WalBatch, WalDone};
+
+pub use synod_host::{Applied, GroupStatus, SubmitError, SubmitResult};
 
 /// Inputs of the host task.
 pub enum HostInput {
@@ -63,24 +57,6 @@ impl From<Inbound> for HostInput {
     }
 }
 
-/// A delivered command, as its submitter sees it.
-#[derive(Clone, Debug)]
-pub struct Applied {
-    pub at: Position,
-    pub result: Bytes,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubmitError {
-    NoLeader,
-    Busy,
-    Timeout,
-    ShuttingDown,
-    NoSuchGroup,
-}
-
-pub type SubmitResult = Result<Applied, SubmitError>;
-
 /// A front end's handle on one group: submit commands, and watch the group's view (whether this
 /// replica serves, who leads, in which epoch) as the host publishes it.
 #[derive(Clone)]
@@ -108,16 +84,10 @@ impl GroupHandle {
 
     /// Submit a command to the group; the result comes once it is delivered here.
     pub async fn submit(&self, payload: Bytes) -> SubmitResult {
-        let (reply, rx) = oneshot::channel();
-        let input = HostInput::Submit {
-            group: self.group,
-            payload,
-            reply,
-        };
-        if self.tx.send(input).await.is_err() {
-            return Err(SubmitError::ShuttingDown);
+        match self.submit_pipelined(payload).await {
+            Ok(rx) => rx.await.unwrap_or(Err(SubmitError::ShuttingDown)),
+            Err(e) => Err(e),
         }
-        rx.await.unwrap_or(Err(SubmitError::ShuttingDown))
     }
 
     /// Submit a command without waiting for it: the receiver yields its result once it is
@@ -168,33 +138,15 @@ pub struct Status {
     pub snapshot_slot: u64,
     pub snapshots_installed: u64,
     pub pending_requests: usize,
-    pub groups: Vec<GroupStatus>,
+    pub groups: Vec<NodeGroupStatus>,
 }
 
-/// What a group step may need from the host.
-pub(crate) struct HostCx {
-    pub me: NodeId,
-    peers: BTreeMap<NodeId, PeerSender>,
-    pub wal: mpsc::UnboundedSender<WalBatch>,
-    pub tx: mpsc::Sender<HostInput>,
-    pub wal_dir: PathBuf,
-    /// Peers whose send queue overflowed during a step: every group must hear they broke.
-    disconnects: Vec<NodeId>,
-    /// Messages from state machines to other groups, by sending group.
-    pub outgoing: Vec<(GroupId, GroupMessage)>,
-}
-
-impl HostCx {
-    /// Queue a message of `group` for `peer`; a peer whose queue is full counts as
-    /// disconnected (its connection is reset, and the cores must know messages were lost).
-    pub fn send(&mut self, peer: NodeId, group: GroupId, data: Bytes) {
-        let Some(s) = self.peers.get(&peer) else {
-            return;
-        };
-        if !s.send(group, data) && !self.disconnects.contains(&peer) {
-            self.disconnects.push(peer);
-        }
-    }
+/// One group on `/v1/status`: the host's report, with the counters the driver keeps.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct NodeGroupStatus {
+    #[serde(flatten)]
+    pub host: GroupStatus,
+    pub snapshots_installed: u64,
 }
 
 pub struct HostParts {
@@ -207,58 +159,130 @@ pub struct HostParts {
     pub tx: mpsc::Sender<HostInput>,
     pub metrics: Arc<Metrics>,
     pub status: Arc<Mutex<Status>>,
-    /// Members of every group of the cluster, those this node does not run included (where
-    /// messages to them go).
-    pub routes: BTreeMap<GroupId, Vec<NodeId>>,
-    /// How often a leader sends its machine's unacknowledged messages to other groups again.
-    pub resend_every: Duration,
+    pub host: HostConfig,
+    /// Where each group's view is published to its front ends.
+    pub views: HashMap<GroupId, watch::Sender<View>>,
 }
 
-pub struct Host {
-    groups: BTreeMap<GroupId, Box<dyn GroupRunner>>,
-    cx: HostCx,
+/// The driver of a node's host.
+pub struct Driver {
+    host: Host<oneshot::Sender<SubmitResult>>,
+    me: NodeId,
+    peers: BTreeMap<NodeId, PeerSender>,
+    wal: mpsc::UnboundedSender<WalBatch>,
+    tx: mpsc::Sender<HostInput>,
     rx: mpsc::Receiver<HostInput>,
+    wal_dir: PathBuf,
     metrics: Arc<Metrics>,
     status: Arc<Mutex<Status>>,
-    routes: BTreeMap<GroupId, Vec<NodeId>>,
-    /// Rotates the member a message to a remote group goes to.
-    route_turn: usize,
+    views: HashMap<GroupId, watch::Sender<View>>,
     started: Instant,
     cluster_id: String,
     shutting_down: Option<oneshot::Sender<()>>,
-    resend_every: Duration,
-    last_resend: Instant,
+    /// Peers whose send queue overflowed while outputs were carried out.
+    overflowed: Vec<NodeId>,
+    last_snapshot_at: HashMap<GroupId, Instant>,
 }
 
 /// Inputs taken from the channel before the host hands waiting commands to the cores.
 const DRAIN: usize = 4096;
-/// How often waiting clients are expired and the status and gauges refreshed.
+/// How often the status and gauges are refreshed.
 const HOUSEKEEPING: Duration = Duration::from_millis(100);
 
-impl Host {
+/// The server's telemetry: every count into the group's Prometheus metrics.
+struct Prometheus {
+    groups: HashMap<GroupId, GroupMetrics>,
+}
+
+impl Prometheus {
+    fn group(&mut self, id: GroupId) -> Option<&mut GroupMetrics> {
+        self.groups.get_mut(&id)
+    }
+}
+
+impl Telemetry for Prometheus {
+    fn submitted(&mut self, group: GroupId) {
+        if let Some(m) = self.group(group) {
+            m.submitted.inc();
+        }
+    }
+    fn batch(&mut self, group: GroupId, commands: usize) {
+        if let Some(m) = self.group(group) {
+            m.batch_commands.observe(commands as f64);
+        }
+    }
+    fn received(&mut self, group: GroupId, _role: Role, kind: &'static str, _bytes: usize) {
+        if let Some(m) = self.group(group) {
+            m.received(kind).inc();
+        }
+    }
+    fn sent(&mut self, group: GroupId, _role: Role, kind: &'static str, copies: usize, _: usize) {
+        if let Some(m) = self.group(group) {
+            m.sent(kind).inc_by(copies as u64);
+        }
+    }
+    fn delivered(&mut self, group: GroupId) {
+        if let Some(m) = self.group(group) {
+            m.deliveries.inc();
+        }
+    }
+    fn committed(&mut self, group: GroupId, latency_us: u64) {
+        if let Some(m) = self.group(group) {
+            m.commit_latency.observe(latency_us as f64 / 1e6);
+        }
+    }
+    fn rejected(&mut self, group: GroupId) {
+        if let Some(m) = self.group(group) {
+            m.rejected.inc();
+        }
+    }
+    fn group_message(&mut self, group: GroupId) {
+        if let Some(m) = self.group(group) {
+            m.group_messages.inc();
+        }
+    }
+    fn snapshot_taken(&mut self, group: GroupId, slot: u64) {
+        if let Some(m) = self.group(group) {
+            m.snapshots_taken.inc();
+            m.snapshot_slot.set(slot as i64);
+        }
+    }
+    fn snapshot_installed(&mut self, group: GroupId, slot: u64) {
+        if let Some(m) = self.group(group) {
+            m.snapshots_installed.inc();
+            m.snapshot_slot.set(slot as i64);
+        }
+    }
+}
+
+impl Driver {
     pub(crate) fn new(parts: HostParts, groups: Vec<Box<dyn GroupRunner>>) -> Self {
         let wal_tx = wal::spawn(parts.wal, parts.tx.clone());
-        Host {
-            groups: groups.into_iter().map(|g| (g.id(), g)).collect(),
-            cx: HostCx {
-                me: parts.me,
-                peers: parts.peers,
-                wal: wal_tx,
-                tx: parts.tx,
-                wal_dir: parts.wal_dir,
-                disconnects: Vec::new(),
-                outgoing: Vec::new(),
-            },
+        let telemetry = Prometheus {
+            groups: groups
+                .iter()
+                .map(|g| (g.id(), parts.metrics.group(g.id())))
+                .collect(),
+        };
+        let started = Instant::now();
+        let ids: Vec<GroupId> = groups.iter().map(|g| g.id()).collect();
+        let host = Host::new(parts.host, groups, Box::new(telemetry), 0);
+        Driver {
+            host,
+            me: parts.me,
+            peers: parts.peers,
+            wal: wal_tx,
+            tx: parts.tx,
             rx: parts.rx,
+            wal_dir: parts.wal_dir,
             metrics: parts.metrics,
             status: parts.status,
-            routes: parts.routes,
-            route_turn: 0,
-            started: Instant::now(),
+            views: parts.views,
+            started,
             cluster_id: parts.cluster_id,
             shutting_down: None,
-            resend_every: parts.resend_every,
-            last_resend: Instant::now(),
+            overflowed: Vec::new(),
+            last_snapshot_at: ids.into_iter().map(|id| (id, started)).collect(),
         }
     }
 
@@ -266,17 +290,14 @@ impl Host {
         self.started.elapsed().as_micros() as TimeUs
     }
 
-    /// The earliest deadline of any group.
-    fn next_deadline(&self) -> Option<TimeUs> {
-        self.groups.values().filter_map(|g| g.deadline()).min()
-    }
-
     pub async fn run(mut self) {
         let mut last_housekeeping = Instant::now();
+        self.carry_out();
         self.publish_status();
         loop {
             let wake_at = self
-                .next_deadline()
+                .host
+                .deadline()
                 .map(|d| tokio::time::Instant::from_std(self.started + Duration::from_micros(d)));
             let housekeeping_at = tokio::time::Instant::from_std(last_housekeeping + HOUSEKEEPING);
             let sleep_until = wake_at.map_or(housekeeping_at, |w| w.min(housekeeping_at));
@@ -284,65 +305,61 @@ impl Host {
                 biased;
                 input = self.rx.recv() => {
                     let Some(input) = input else { break };
-                    let mut stop = self.handle(input);
+                    self.handle(input);
                     let mut n = 1;
-                    while !stop && n < DRAIN {
+                    while n < DRAIN {
                         match self.rx.try_recv() {
-                            Ok(i) => stop = self.handle(i),
+                            Ok(i) => self.handle(i),
                             Err(_) => break,
                         }
                         n += 1;
-                    }
-                    if stop {
-                        break;
                     }
                 }
                 _ = tokio::time::sleep_until(sleep_until) => {}
             }
             // Timers are checked on every turn, so a busy channel cannot starve them.
-            self.wake_due();
-            self.flush();
+            let now = self.now_us();
+            self.host.timeout(now);
+            self.host.flush(now);
+            self.carry_out();
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
                 self.housekeeping();
             }
-            if self.shutting_down.is_some() && self.groups.values().all(|g| g.all_durable()) {
+            if self.shutting_down.is_some() && self.host.all_durable() {
                 break;
             }
         }
-        for g in self.groups.values_mut() {
-            g.fail_waiters(SubmitError::ShuttingDown);
-        }
+        self.host.shutdown();
+        self.carry_out();
         if let Some(done) = self.shutting_down.take() {
             let _ = done.send(());
         }
         info!("host stopped");
     }
 
-    /// Returns true when the host must stop now.
-    fn handle(&mut self, input: HostInput) -> bool {
+    fn handle(&mut self, input: HostInput) {
         let now = self.now_us();
         match input {
-            HostInput::Transport(Inbound::Message { from, group, msg }) => {
-                if let Some(g) = self.groups.get_mut(&group) {
-                    g.message(now, from, msg, &mut self.cx);
-                }
+            HostInput::Transport(Inbound::Message { from, group, data }) => {
+                self.host.receive(now, from, group, PeerKind::Message, data);
             }
             HostInput::Transport(Inbound::Submit {
                 from,
                 group,
                 payload,
-            }) => match self.groups.get_mut(&group) {
-                Some(g) => g.enqueue(payload, None),
-                None => warn!(
-                    from,
-                    group, "a peer sent a command for a group this node does not run"
-                ),
-            },
-            HostInput::Transport(Inbound::Disconnected { peer }) => {
-                for g in self.groups.values_mut() {
-                    g.disconnected(now, peer, &mut self.cx);
+            }) => {
+                if !self.host.runs(group) {
+                    warn!(
+                        from,
+                        group, "a peer sent a command for a group this node does not run"
+                    );
                 }
+                self.host
+                    .receive(now, from, group, PeerKind::Submit, payload);
+            }
+            HostInput::Transport(Inbound::Disconnected { peer }) => {
+                self.host.disconnected(now, peer);
             }
             HostInput::Durable(done) => {
                 let m = &self.metrics;
@@ -355,11 +372,7 @@ impl Host {
                 m.log_segments.set(done.segments as i64);
                 m.log_segments_deleted
                     .inc_by(done.stats.segments_deleted as u64);
-                for (group, upto) in done.upto {
-                    if let Some(g) = self.groups.get_mut(&group) {
-                        g.durable(now, upto, &mut self.cx);
-                    }
-                }
+                self.host.durable(now, &done.upto);
             }
             HostInput::WalFailed(e) => {
                 // Fail-stop: without a working log nothing may be acknowledged any more.
@@ -371,158 +384,150 @@ impl Host {
                 payload,
                 reply,
             } => {
-                if self.shutting_down.is_some() {
-                    let _ = reply.send(Err(SubmitError::ShuttingDown));
-                } else {
-                    match self.groups.get_mut(&group) {
-                        Some(g) => g.enqueue(payload, Some(reply)),
-                        None => {
-                            let _ = reply.send(Err(SubmitError::NoSuchGroup));
-                        }
-                    }
-                }
+                let _ = self.host.submit(now, group, payload, reply);
             }
             HostInput::SnapshotDone { group, snapshot } => {
-                if let Some(g) = self.groups.get_mut(&group) {
-                    g.snapshot_done(now, snapshot, &mut self.cx);
-                }
+                self.last_snapshot_at.insert(group, Instant::now());
+                self.host.snapshot_done(now, group, snapshot);
             }
             HostInput::SnapshotFailed { group, error } => {
-                if let Some(g) = self.groups.get_mut(&group) {
-                    g.snapshot_failed(error);
-                }
+                self.host.snapshot_failed(group, &error);
             }
             HostInput::Shutdown(done) => {
                 info!("shutting down: flushing the log");
                 self.shutting_down = Some(done);
-                for g in self.groups.values_mut() {
-                    g.fail_waiters(SubmitError::ShuttingDown);
-                }
+                self.host.shutdown();
             }
         }
-        self.after_step(now);
-        false
+        // Broken peers are told at once, as before the next input.
+        self.carry_out();
     }
 
-    /// Broken connections and messages between groups that a step produced.
-    fn after_step(&mut self, now: TimeUs) {
-        while let Some(peer) = self.cx.disconnects.pop() {
-            for g in self.groups.values_mut() {
-                g.disconnected(now, peer, &mut self.cx);
+    /// Carry out what the host produced, until it produces nothing more (a peer whose queue
+    /// overflowed is a disconnection the host must hear of, which may produce more).
+    fn carry_out(&mut self) {
+        loop {
+            let out = self.host.outputs();
+            if out.is_empty() {
+                break;
             }
-        }
-        if !self.cx.outgoing.is_empty() {
-            let out = std::mem::take(&mut self.cx.outgoing);
-            for (from, msg) in out {
-                self.route(from, msg);
+            let mut out = std::mem::take(out);
+            self.carry_out_once(&mut out);
+            // Give the (cleared) buffers back to the host for reuse.
+            let fresh = self.host.outputs();
+            if fresh.is_empty() {
+                *fresh = out;
             }
-        }
-    }
-
-    /// Send a state machine's message to its group: only from the sending group's leader.
-    fn route(&mut self, from: GroupId, msg: GroupMessage) {
-        let me = self.cx.me;
-        let leads = self
-            .groups
-            .get(&from)
-            .is_some_and(|g| g.view().leader == Some(me));
-        if !leads {
-            return;
-        }
-        self.metrics.group(from).group_messages.inc();
-        if let Some(g) = self.groups.get_mut(&msg.to) {
-            g.enqueue(msg.payload, None);
-            return;
-        }
-        let Some(members) = self.routes.get(&msg.to).filter(|m| !m.is_empty()) else {
-            warn!(
-                from,
-                to = msg.to,
-                "a state machine addressed a group that no node runs"
-            );
-            return;
-        };
-        self.route_turn = self.route_turn.wrapping_add(1);
-        let peer = members[self.route_turn % members.len()];
-        if let Some(s) = self.cx.peers.get(&peer) {
-            let _ = s.submit(msg.to, msg.payload);
+            let now = self.now_us();
+            while let Some(peer) = self.overflowed.pop() {
+                self.host.disconnected(now, peer);
+            }
         }
     }
 
-    fn wake_due(&mut self) {
-        let now = self.now_us();
-        let due: Vec<GroupId> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| g.deadline().is_some_and(|d| d <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
-            if let Some(g) = self.groups.get_mut(&id) {
-                g.wake(now, &mut self.cx);
-            }
-            self.after_step(now);
+    fn carry_out_once(&mut self, out: &mut Outputs<oneshot::Sender<SubmitResult>>) {
+        if let Some(fatal) = out.fatal.take() {
+            error!("{fatal}; stopping this node");
+            std::process::exit(71);
         }
-    }
-
-    /// Hand every group's waiting commands to its core.
-    fn flush(&mut self) {
-        let now = self.now_us();
-        let ids: Vec<GroupId> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| g.has_queued())
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
-            if let Some(g) = self.groups.get_mut(&id) {
-                g.flush(now, &mut self.cx);
+        if !out.wal.is_empty() {
+            // The WAL thread reports back; if it is gone, the host is stopping.
+            let _ = self.wal.send(std::mem::take(&mut out.wal));
+        }
+        for t in out.transmit.drain(..) {
+            let Some(s) = self.peers.get(&t.to) else {
+                continue;
+            };
+            let queued = match t.kind {
+                PeerKind::Message => s.send(t.group, t.data),
+                PeerKind::Submit => s.submit(t.group, t.data),
+            };
+            if !queued && !self.overflowed.contains(&t.to) {
+                self.overflowed.push(t.to);
             }
-            self.after_step(now);
+        }
+        for (reply, result) in out.replies.drain(..) {
+            let _ = reply.send(result);
+        }
+        for (group, view) in out.views.drain(..) {
+            if let Some(tx) = self.views.get(&group) {
+                tx.send_replace(view);
+            }
+            let g = self.metrics.group(group);
+            g.role.set(match view.role {
+                Role::Leading => 2,
+                Role::Following | Role::Proposer => 1,
+                Role::Electing => 0,
+            });
+            g.epoch.set(view.epoch as i64);
+        }
+        for (peer, why) in out.resets.drain(..) {
+            warn!(peer, "{why}");
+        }
+        out.observed.clear();
+        for job in out.snapshots.drain(..) {
+            let tx = self.tx.clone();
+            let dir = self.wal_dir.clone();
+            tokio::task::spawn_blocking(move || {
+                let data = (job.make)();
+                let name = synod_log::snapshot_name(job.group, job.at.slot);
+                let msg = match synod_log::write_file_durably(&dir, &name, &data) {
+                    Ok(()) => HostInput::SnapshotDone {
+                        group: job.group,
+                        snapshot: Snapshot { at: job.at, data },
+                    },
+                    Err(e) => HostInput::SnapshotFailed {
+                        group: job.group,
+                        error: e.to_string(),
+                    },
+                };
+                let _ = tx.blocking_send(msg);
+            });
         }
     }
 
     fn housekeeping(&mut self) {
-        if self.last_resend.elapsed() >= self.resend_every {
-            self.last_resend = Instant::now();
-            let me = self.cx.me;
-            let mut out = Vec::new();
-            for (&id, g) in self.groups.iter_mut() {
-                if g.view().leader == Some(me) {
-                    let mut msgs = Vec::new();
-                    g.pending_messages(&mut msgs);
-                    out.extend(msgs.into_iter().map(|m| (id, m)));
-                }
-            }
-            for (from, m) in out {
-                self.route(from, m);
-            }
-        }
-        let depth: u64 = self.cx.peers.values().map(|p| p.depth()).sum();
+        let depth: u64 = self.peers.values().map(|p| p.depth()).sum();
         self.metrics.peer_send_queue.set(depth as i64);
         self.publish_status();
     }
 
     fn publish_status(&mut self) {
-        let groups: Vec<GroupStatus> = self
-            .groups
-            .values_mut()
-            .map(|g| g.housekeeping(&self.cx))
+        let groups: Vec<NodeGroupStatus> = self
+            .host
+            .status()
+            .into_iter()
+            .map(|g| {
+                let m = self.metrics.group(g.id);
+                m.pending_requests.set(g.pending_requests as i64);
+                m.outbox_held.set(g.outbox_held as i64);
+                m.applied_slot.set(g.applied_slot as i64);
+                if let Some(at) = self.last_snapshot_at.get(&g.id) {
+                    m.snapshot_age_seconds.set(at.elapsed().as_secs() as i64);
+                }
+                NodeGroupStatus {
+                    snapshots_installed: m.snapshots_installed.get(),
+                    host: g,
+                }
+            })
             .collect();
+        for (id, gauges) in self.host.gauges() {
+            self.metrics.group(id).set_core(&gauges);
+        }
         let mut s = self.status.lock().expect("status");
-        s.node_id = self.cx.me;
+        s.node_id = self.me;
         s.cluster_id = self.cluster_id.clone();
-        if let Some(g0) = groups.iter().find(|g| g.id == 0) {
-            s.protocol = g0.protocol.clone();
-            s.role = g0.role.clone();
-            s.leader = g0.leader;
-            s.epoch = g0.epoch;
-            s.applied_slot = g0.applied_slot;
-            s.applied_tag = g0.applied_tag;
-            s.digest = g0.digest;
-            s.snapshot_slot = g0.snapshot_slot;
+        if let Some(g0) = groups.iter().find(|g| g.host.id == 0) {
+            s.protocol = g0.host.protocol.clone();
+            s.role = g0.host.role.clone();
+            s.leader = g0.host.leader;
+            s.epoch = g0.host.epoch;
+            s.applied_slot = g0.host.applied_slot;
+            s.applied_tag = g0.host.applied_tag;
+            s.digest = g0.host.digest;
+            s.snapshot_slot = g0.host.snapshot_slot;
             s.snapshots_installed = g0.snapshots_installed;
-            s.pending_requests = g0.pending_requests;
+            s.pending_requests = g0.host.pending_requests;
         }
         s.log_bytes = self.metrics.log_bytes.get() as u64;
         s.log_segments = self.metrics.log_segments.get() as usize;

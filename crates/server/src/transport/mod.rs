@@ -12,8 +12,9 @@
 //! ```
 //!
 //! Messages larger than `chunk_bytes` (snapshots) travel as chunks and are reassembled up to
-//! `max_message_bytes`. A frame with a bad checksum or an undecodable message closes the
-//! connection with a logged reason; the driver is told the connection broke.
+//! `max_message_bytes`. A frame with a bad checksum closes the connection with a logged reason;
+//! the driver is told the connection broke. Message bytes go to the host as they are: the host
+//! decodes them with the group's codec (crates/host), and asks for a reset when it cannot.
 //!
 //! Sending is bounded: each peer has a queue of at most `peer_queue` messages. A peer that lets
 //! it fill is too slow or dead: its queue is dropped, its connection reset, and the driver told,
@@ -37,14 +38,12 @@ use frame::{
     K_SUBMIT_CHUNK, K_SUBMIT_LAST, K_WHOLE,
 };
 use secure::{DialError, PeerStream};
-use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use synod_core::wire::WireError;
 use synod_core::{GroupId, NodeId};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -58,19 +57,13 @@ const PEER_READ_BUFFER: usize = 64 << 10;
 /// An inbound connection must complete its hello within this time.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A decoded peer message, of whichever protocol its group runs.
-pub type PeerMsg = Box<dyn Any + Send>;
-
-/// Turns a group's message bytes into its protocol's message.
-pub type Decoder = Arc<dyn Fn(Bytes) -> Result<PeerMsg, WireError> + Send + Sync>;
-
 /// What the transport delivers to the host.
 pub enum Inbound {
-    /// A message of `group` from `from`.
+    /// A message of `group` from `from`, as its bytes (the host decodes it).
     Message {
         from: NodeId,
         group: GroupId,
-        msg: PeerMsg,
+        data: Bytes,
     },
     /// A command for `group`, sent by a peer whose state machine addressed it (see
     /// `crate::host`'s routing of messages between groups).
@@ -100,10 +93,8 @@ pub struct TransportConfig {
     /// Every node of the cluster, this one included.
     pub members: BTreeMap<NodeId, PeerAddr>,
     /// The groups this node runs and their protocols: a peer that runs one of them with
-    /// another protocol is refused.
+    /// another protocol is refused, and frames of other groups are dropped.
     pub groups: Vec<(GroupId, String)>,
-    /// How each group's messages are decoded.
-    pub decoders: Arc<HashMap<GroupId, Decoder>>,
     pub chunk_bytes: usize,
     pub max_message_bytes: usize,
     pub peer_queue: usize,
@@ -638,6 +629,7 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
     // with one recv instead of two per frame (profile.md). Large frames bypass the buffer.
     let mut s = tokio::io::BufReader::with_capacity(PEER_READ_BUFFER, s);
     let mut reader = Reassembly::new(cfg.max_message_bytes);
+    let runs: HashSet<GroupId> = cfg.groups.iter().map(|(g, _)| *g).collect();
     let why = loop {
         let (kind, data) = match read_frame(&mut s, max_frame).await {
             Ok(Some(f)) => f,
@@ -652,7 +644,7 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
         stats
             .bytes_in
             .fetch_add(data.len() as u64 + 9, Ordering::Relaxed);
-        let event = match reader.frame(kind, data, &cfg.decoders) {
+        let event = match reader.frame(kind, data, &runs) {
             Ok(Some(Assembled::Unknown(group))) => {
                 // A peer that runs a group this node does not (configurations that differ
                 // during a rolling change): its frames are dropped, and the connection, which
@@ -678,10 +670,10 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
             break "cut by fault injection".to_string();
         }
         let event = match event {
-            Assembled::Message(group, msg) => Inbound::Message {
+            Assembled::Message(group, data) => Inbound::Message {
                 from: peer,
                 group,
-                msg,
+                data,
             },
             Assembled::Submit(group, payload) => Inbound::Submit {
                 from: peer,
@@ -695,7 +687,6 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
         }
     };
     if why.starts_with("malformed")
-        || why.starts_with("undecodable")
         || why.starts_with("message larger")
         || why.starts_with("unexpected")
     {
@@ -717,13 +708,13 @@ async fn inbound<T: From<Inbound> + Send + 'static>(
 
 /// What one or more frames amount to.
 enum Assembled {
-    Message(GroupId, PeerMsg),
+    Message(GroupId, Bytes),
     Submit(GroupId, Bytes),
     /// A whole message or submission of a group this node does not run.
     Unknown(GroupId),
 }
 
-/// Reassembles chunked messages and decodes each with its group's decoder.
+/// Reassembles chunked messages (decoding them is the host's job).
 struct Reassembly {
     /// A message or submission in chunks: whether it is a submission, its group, its bytes.
     partial: Option<(bool, GroupId, BytesMut)>,
@@ -744,7 +735,7 @@ impl Reassembly {
         &mut self,
         kind: u8,
         data: Bytes,
-        decoders: &HashMap<GroupId, Decoder>,
+        runs: &HashSet<GroupId>,
     ) -> Result<Option<Assembled>, String> {
         let (group, data) = split_group(data).map_err(|e| format!("malformed frame: {e}"))?;
         let (submit, whole) = match kind {
@@ -773,16 +764,14 @@ impl Reassembly {
             }
             _ => return Err(format!("unexpected frame kind {kind}")),
         };
-        let Some(decode) = decoders.get(&group) else {
+        if !runs.contains(&group) {
             return Ok(Some(Assembled::Unknown(group)));
-        };
-        if submit {
-            return Ok(Some(Assembled::Submit(group, whole)));
         }
-        match decode(whole) {
-            Ok(m) => Ok(Some(Assembled::Message(group, m))),
-            Err(e) => Err(format!("undecodable message of group {group}: {e}")),
-        }
+        Ok(Some(if submit {
+            Assembled::Submit(group, whole)
+        } else {
+            Assembled::Message(group, whole)
+        }))
     }
 }
 

@@ -18,14 +18,12 @@ fn config(
     members: &BTreeMap<NodeId, PeerAddr>,
     tls: Option<Arc<Tls>>,
 ) -> TransportConfig {
-    let d: Decoder = Arc::new(|b| Ok(Box::new(b) as PeerMsg));
     TransportConfig {
         cut: Arc::default(),
         cluster_id: CLUSTER.into(),
         me,
         members: members.clone(),
         groups: vec![(0, "zab".into())],
-        decoders: Arc::new([(0, d)].into_iter().collect()),
         chunk_bytes: 1 << 20,
         max_message_bytes: 1 << 30,
         peer_queue: 100,
@@ -143,9 +141,9 @@ fn peers_need_a_certificate_of_the_cluster_ca_naming_the_node_they_claim() {
             .expect("delivered")
             .unwrap();
         match got {
-            Inbound::Message { from, msg, .. } => {
+            Inbound::Message { from, data, .. } => {
                 assert_eq!(from, 2);
-                assert_eq!(&msg.downcast::<Bytes>().unwrap()[..], b"over tls");
+                assert_eq!(&data[..], b"over tls");
             }
             _ => panic!("expected a message"),
         }
