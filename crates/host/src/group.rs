@@ -96,6 +96,22 @@ pub trait GroupRunner: Send {
     fn machine_kind(&self) -> &str;
 }
 
+/// A protocol the host can run: its messages, log records and hard state have codecs (the host
+/// encodes what leaves the node and decodes what arrives).
+pub trait Hosted:
+    Protocol<Message: Wire + Send, Record: Wire + Send, Hard: Wire + Send> + Send + 'static
+{
+}
+
+impl<P> Hosted for P
+where
+    P: Protocol + Send + 'static,
+    P::Message: Wire + Send,
+    P::Record: Wire + Send,
+    P::Hard: Wire + Send,
+{
+}
+
 /// How to build a [`Group`].
 pub struct GroupParts<P: Protocol> {
     pub id: GroupId,
@@ -153,13 +169,7 @@ impl<P: Protocol> Group<P> {
     }
 }
 
-impl<P> Group<P>
-where
-    P: Protocol + Send,
-    P::Message: Wire + Send,
-    P::Record: Wire + Send,
-    P::Hard: Wire + Send,
-{
+impl<P: Hosted> Group<P> {
     fn drive(&mut self, cx: &mut Cx, f: impl FnOnce(&mut Replica<P>, &mut GroupEnv<'_, '_>)) {
         let role = self.replica.view().role;
         let mut env = GroupEnv {
@@ -178,13 +188,7 @@ where
     }
 }
 
-impl<P> GroupRunner for Group<P>
-where
-    P: Protocol + Send,
-    P::Message: Wire + Send,
-    P::Record: Wire + Send,
-    P::Hard: Wire + Send,
-{
+impl<P: Hosted> GroupRunner for Group<P> {
     fn id(&self) -> GroupId {
         self.id
     }
@@ -365,7 +369,7 @@ where
                     if let Some(o) = self.cx.observed.as_deref_mut() {
                         o.push(Observed::Restored {
                             group: self.group,
-                            at: s.at,
+                            snapshot: s.clone(),
                         });
                     }
                 }

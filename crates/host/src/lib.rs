@@ -34,7 +34,7 @@ mod host;
 pub mod output;
 pub mod telemetry;
 
-pub use group::{Group, GroupParts, GroupRunner, SharedMachine};
+pub use group::{Group, GroupParts, GroupRunner, Hosted, SharedMachine};
 pub use host::{GroupStatus, Host, HostBug, HostConfig};
 pub use output::{
     Applied, Observed, Outputs, PeerKind, SnapshotJob, SubmitError, SubmitResult, Transmit,

@@ -3,7 +3,7 @@
 //! driver asks to observe) every delivery, for the simulator's checkers.
 
 use bytes::Bytes;
-use synod_core::{GroupId, NodeId, Position, View};
+use synod_core::{GroupId, NodeId, Position, Snapshot, View};
 use synod_log::WalOp;
 
 /// What a peer frame carries.
@@ -77,8 +77,8 @@ pub enum Observed {
         at: Position,
         id: u64,
     },
-    /// The group's state machine was replaced by a snapshot from a peer.
-    Restored { group: GroupId, at: Position },
+    /// The group's state machine was replaced by this snapshot from a peer.
+    Restored { group: GroupId, snapshot: Snapshot },
     /// The group's replica changed role, leader or epoch.
     View { group: GroupId, view: View },
     /// The leader switched the broadcast mode (a variant fell back to its base, or back).

@@ -34,6 +34,48 @@ where
     WalOp { group, body }
 }
 
+/// Decode one storage op as its group wrote it (the inverse of [`encode`]): what a disk that
+/// holds the log's ops by value (the simulator's) applies with [`DurableState::apply`].
+pub fn decode<R, H>(op: &WalOp) -> Result<StorageOp<R, H>, synod_core::wire::WireError>
+where
+    R: LogRecord + Wire,
+    H: Wire,
+{
+    Ok(match &op.body {
+        OpBody::Hard(b) => StorageOp::SetHard(H::from_bytes(b.clone())?),
+        OpBody::Append { records } => StorageOp::Append(
+            records
+                .iter()
+                .map(|(key, b)| {
+                    let r = R::from_bytes(b.clone())?;
+                    if r.key() != *key {
+                        return Err(synod_core::wire::WireError::Invalid("record key"));
+                    }
+                    Ok(r)
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        OpBody::Truncate { after_key } => StorageOp::Truncate {
+            after_key: *after_key,
+        },
+        OpBody::Snapshot {
+            snapshot,
+            drop_through,
+            drop_key,
+            replace_log,
+        } => {
+            if *drop_key != R::key_of(*drop_through) {
+                return Err(synod_core::wire::WireError::Invalid("snapshot drop key"));
+            }
+            StorageOp::Snapshot {
+                snapshot: snapshot.clone(),
+                drop_through: *drop_through,
+                replace_log: *replace_log,
+            }
+        }
+    })
+}
+
 /// Rebuild `group`'s durable state from its replayed ops, exactly as
 /// [`DurableState::apply`] would have built it, and load the snapshot it ends with.
 pub fn rebuild<R, H>(

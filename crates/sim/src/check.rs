@@ -42,6 +42,8 @@ pub enum Checker {
     Snapshot,
     /// A checker across groups ([`CrossCheck`], e.g. SconeKV's serializability) objected.
     CrossGroup,
+    /// A message or a storage op that its own codec cannot read back.
+    Codec,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
 }
@@ -67,6 +69,7 @@ impl fmt::Display for Checker {
             Checker::Liveness => "liveness",
             Checker::Snapshot => "snapshot",
             Checker::CrossGroup => "cross-group",
+            Checker::Codec => "codec",
             Checker::Panic => "panic",
         };
         f.write_str(s)
@@ -99,8 +102,9 @@ pub struct History {
     /// command id → slot.
     placed: HashMap<u64, u64>,
     /// command id → submitted, with (client, connection, its place among the connection's
-    /// submissions); ids are dense, so a vector indexed by id. Place 0: outside any session.
-    sessions: Vec<Option<(u64, u64, u64)>>,
+    /// submissions). Place 0: outside any session. Looked up only (never iterated), so the
+    /// hasher's randomness cannot reach a run.
+    sessions: HashMap<u64, (u64, u64, u64)>,
     /// (client, connection) → the place and slot of its last command ordered so far.
     session_last: HashMap<(u64, u64), (u64, u64)>,
     /// (node, incarnation) → last delivered slot.
@@ -165,18 +169,15 @@ impl History {
             .map(|&(_, id)| id)
     }
 
-    /// `id` was submitted (outside any session: no client order to check).
+    /// `id` was submitted (outside any session: no client order to check, unless a client's
+    /// submission of it is, or will be, recorded with [`History::submitted_by`]).
     pub fn submitted(&mut self, id: u64) {
-        self.submitted_by(id, (0, 0, 0));
+        self.sessions.entry(id).or_insert((0, 0, 0));
     }
 
     /// A client submitted `id` as the `place`-th command on its `connection`.
     pub fn submitted_by(&mut self, id: u64, (client, connection, place): (u64, u64, u64)) {
-        let i = id as usize;
-        if self.sessions.len() <= i {
-            self.sessions.resize(i + 1, None);
-        }
-        self.sessions[i] = Some((client, connection, place));
+        self.sessions.insert(id, (client, connection, place));
     }
 
     /// A client submitted `id` (as in [`History::submitted_by`]), and it does `op` (the
@@ -193,7 +194,7 @@ impl History {
     /// connection submitted later was ordered before it (commands lost on the way may leave
     /// gaps; they may not be overtaken).
     fn ordered(&mut self, now: TimeUs, id: u64, slot: u64) {
-        let Some(&Some((client, conn, place))) = self.sessions.get(id as usize) else {
+        let Some(&(client, conn, place)) = self.sessions.get(&id) else {
             return;
         };
         if place == 0 {
@@ -248,7 +249,7 @@ impl History {
         } else {
             *cur = slot;
         }
-        if !self.sessions.get(id as usize).is_some_and(Option::is_some) {
+        if !self.sessions.contains_key(&id) {
             self.violate(
                 Checker::Integrity,
                 now,

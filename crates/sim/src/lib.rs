@@ -1,5 +1,5 @@
-//! synod's deterministic simulator: N replicas of any protocol core on virtual time, with a
-//! network (latency, bandwidth, FIFO per connection, broken connections lose what is in
+//! synod's deterministic simulator: N whole nodes (each the node's host, crates/host, with its
+//! groups' protocol cores and state machines) on virtual time, with a network (latency, bandwidth, FIFO per connection, broken connections lose what is in
 //! flight), disks (fsync latency, group commit, a crash loses what was not durable), closed-loop
 //! clients, a seeded fault schedule, and checkers over every history.
 //!
@@ -16,7 +16,8 @@ pub use check::{Checker, CrossCheck, History, Violation};
 pub use faults::{FaultKind, FaultSet};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
-use synod_core::{Protocol, Role};
+use synod_core::Role;
+use synod_host::Hosted;
 pub use wan::{Wan, WanLink};
 pub use world::World;
 
@@ -256,6 +257,8 @@ pub struct SimConfig<O> {
     pub timeline_us: u64,
     /// Checkers switched off (only to show that the others catch a bug on their own).
     pub disabled: Vec<Checker>,
+    /// A bug planted in every node's host (to show the checkers catch it).
+    pub host_bug: synod_host::HostBug,
     pub trace: bool,
 }
 
@@ -289,6 +292,7 @@ impl<O> SimConfig<O> {
             script: Vec::new(),
             timeline_us: 0,
             disabled: Vec::new(),
+            host_bug: synod_host::HostBug::None,
             trace: false,
         }
     }
@@ -325,6 +329,7 @@ impl<O> SimConfig<O> {
             script: self.script.clone(),
             timeline_us: self.timeline_us,
             disabled: self.disabled.clone(),
+            host_bug: self.host_bug,
             trace: self.trace,
         }
     }
@@ -491,7 +496,7 @@ fn grow<T: Default>(v: &mut Vec<T>, len: usize) {
 }
 
 /// Run one seed of protocol `P`.
-pub fn run_one<P: Protocol>(cfg: SimConfig<P::Options>) -> (Report, Option<String>) {
+pub fn run_one<P: Hosted>(cfg: SimConfig<P::Options>) -> (Report, Option<String>) {
     let nodes = cfg.nodes;
     let (mut r, t) = World::<P>::new(cfg).run();
     r.nodes = nodes;
@@ -500,7 +505,7 @@ pub fn run_one<P: Protocol>(cfg: SimConfig<P::Options>) -> (Report, Option<Strin
 
 /// Run every seed in `seeds` on `threads` worker threads and merge the reports (in seed order,
 /// so the result does not depend on scheduling).
-pub fn run_seeds<P: Protocol>(
+pub fn run_seeds<P: Hosted>(
     base: &SimConfig<P::Options>,
     seeds: std::ops::Range<u64>,
     threads: usize,

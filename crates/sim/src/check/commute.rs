@@ -58,8 +58,8 @@ struct Holder {
 /// The state of the checkers up to commutation (`History::up_to_commutation`).
 #[derive(Default)]
 pub(super) struct Commuting {
-    /// Command id → its operation, from the submission (`None`: conflicts with everything).
-    ops: Vec<Option<Op>>,
+    /// Command id → its operation, from the submission (absent: conflicts with everything).
+    ops: HashMap<u64, Op>,
     barriers: Projection,
     /// The global projection of each clique with a write delivered anywhere. A `BTreeMap`: a
     /// barrier walks them all, in an order that must not depend on a hasher.
@@ -82,11 +82,7 @@ pub(super) struct Found {
 
 impl Commuting {
     pub fn submitted(&mut self, id: u64, op: Op) {
-        let i = id as usize;
-        if self.ops.len() <= i {
-            self.ops.resize(i + 1, None);
-        }
-        self.ops[i] = Some(op);
+        self.ops.insert(id, op);
     }
 
     /// Commands delivered anywhere.
@@ -96,7 +92,7 @@ impl Commuting {
 
     /// The cliques of a write; `None` for a barrier (or an unknown command: a barrier too).
     fn cliques_of(&self, id: u64) -> Option<[Clique; 2]> {
-        match self.ops.get(id as usize).copied().flatten() {
+        match self.ops.get(&id).copied() {
             Some(Op::Write { register, client }) => {
                 Some([Clique::Register(register), Clique::Client(client)])
             }

@@ -8,13 +8,14 @@
 //! commands were delivered together (one commit of a batch) come back together, so batches form
 //! under load and a lone command is never delayed.
 
-use super::{Ev, World};
+use super::{Ev, Token, World};
 use crate::check::Checker;
 use crate::registers::{Op, BARRIER};
 use hdrhistogram::Histogram;
 use rand_core::RngCore;
 use std::collections::VecDeque;
-use synod_core::{BatchLimits, Command, Input, Protocol};
+use synod_core::GroupId;
+use synod_host::{Hosted, SubmitResult};
 
 pub(super) struct Client {
     /// The group it works in.
@@ -48,7 +49,7 @@ impl Client {
     }
 }
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     /// A client's turn: give up what timed out, then submit until `pipeline` commands are
     /// outstanding, and arm the timeout of the oldest.
     pub(super) fn client_turn(&mut self, c: usize, attempt: u64) {
@@ -122,22 +123,37 @@ impl<P: Protocol> World<P> {
     /// Submit one new command of client `c` at replica `node` of group `g`; false when the
     /// replica is down (the client was sent elsewhere).
     fn submit(&mut self, c: usize, node: usize, g: usize, tracked: bool) -> bool {
-        let id = self.next_command;
-        self.next_command += 1;
+        if !self.nodes[node].up {
+            self.client_refused(c);
+            return false;
+        }
+        let op = self
+            .cfg
+            .workload
+            .registers
+            .map(|k| self.register_op(c as u64, k));
+        let payload = match op {
+            Some(op) => op.encode(self.cfg.workload.payload_bytes),
+            None => self.payload.clone(),
+        };
         let cl = &mut self.clients[c];
         cl.sent_on_conn += 1;
         let session = (c as u64, cl.conn, cl.sent_on_conn);
-        let payload = match self.cfg.workload.registers {
-            Some(k) => {
-                let op = self.register_op(c as u64, k);
-                self.histories[g].submitted_op(id, session, op);
-                op.encode(self.cfg.workload.payload_bytes)
-            }
-            None => {
-                self.histories[g].submitted_by(id, session);
-                self.payload.clone()
-            }
+        let token: Token = (c, cl.conn);
+        let now = self.local_now(node);
+        let size = payload.len();
+        let mut submitted = None;
+        self.with_host(node, |h| {
+            submitted = Some(h.submit(now, g as GroupId, payload, token));
+        });
+        let Some(Ok(id)) = submitted else {
+            // Refused at once (its token was answered, and the client moved on).
+            return false;
         };
+        match op {
+            Some(op) => self.histories[g].submitted_op(id, session, op),
+            None => self.histories[g].submitted_by(id, session),
+        }
         self.clients[c]
             .outstanding
             .push_back((id, self.now, tracked));
@@ -145,26 +161,14 @@ impl<P: Protocol> World<P> {
         if tracked {
             self.tracked_sent += 1;
         }
-        let command = Command { id, payload };
         self.report.submitted += 1;
-        if !self.nodes[node].up {
-            self.client_rejected(node, g, id);
-            return false;
-        }
-        let m = &mut self.nodes[node].groups[g];
-        m.submits.push_back(command);
-        if !m.flush_pending {
-            m.flush_pending = true;
-            let incarnation = self.nodes[node].incarnation;
+        let n = &mut self.nodes[node];
+        n.requests.push(size);
+        if !n.flush_pending {
+            n.flush_pending = true;
+            let incarnation = n.incarnation;
             let now = self.now;
-            self.at(
-                now,
-                Ev::Flush {
-                    node,
-                    group: g,
-                    incarnation,
-                },
-            );
+            self.at(now, Ev::Flush { node, incarnation });
         }
         true
     }
@@ -207,24 +211,19 @@ impl<P: Protocol> World<P> {
         cl.sent_on_conn = 0;
     }
 
-    /// Hand every command waiting at replica `i` to its core, in batches within the limits.
-    pub(super) fn flush(&mut self, i: usize, g: usize) {
-        self.nodes[i].groups[g].flush_pending = false;
-        let limits = BatchLimits {
-            max_commands: self.cfg.batch_commands.max(1),
-            ..BatchLimits::default()
-        };
-        while !self.nodes[i].groups[g].submits.is_empty() && self.nodes[i].up {
-            let batch = limits.take(&mut self.nodes[i].groups[g].submits);
-            self.report.batches += 1;
-            // Under the cost model, each client request is a message the replica received.
-            if !self.cfg.cost.is_free() {
-                for c in &batch {
-                    self.step_cost_ns += self.cfg.cost.receive_ns(c.payload.len());
-                }
+    /// Hand every command waiting at node `i`'s host to its cores, in batches within the
+    /// limits.
+    pub(super) fn flush(&mut self, i: usize) {
+        self.nodes[i].flush_pending = false;
+        // Under the cost model, each client request is a message the replica received.
+        let requests = std::mem::take(&mut self.nodes[i].requests);
+        if !self.cfg.cost.is_free() {
+            for size in requests {
+                self.step_cost_ns += self.cfg.cost.receive_ns(size);
             }
-            self.step(i, g, Input::Submit(batch));
         }
+        let now = self.local_now(i);
+        self.with_host(i, |h| h.flush(now));
     }
 
     fn retarget(&mut self, c: usize) {
@@ -240,13 +239,24 @@ impl<P: Protocol> World<P> {
         (cl.node == node && cl.group == g).then_some(c)
     }
 
+    /// Node `i`'s host answered a client: its command was delivered there, or refused. An
+    /// answer on a connection the client gave up is ignored.
+    pub(super) fn client_reply(&mut self, i: usize, (c, conn): Token, result: SubmitResult) {
+        let cl = &self.clients[c];
+        if cl.conn != conn || cl.node != i {
+            return;
+        }
+        let g = cl.group;
+        match result {
+            Ok(a) => self.client_delivered(i, g, a.id),
+            Err(_) => self.client_refused(c),
+        }
+    }
+
     /// A refusal of one of the client's commands: the replica cannot take its commands (no
     /// leader, or too busy); it gives up everything on this connection and tries another
     /// replica after a back-off.
-    pub(super) fn client_rejected(&mut self, node: usize, g: usize, id: u64) {
-        let Some(c) = self.client_waiting_for(node, g, id) else {
-            return;
-        };
+    fn client_refused(&mut self, c: usize) {
         self.drop_outstanding(c);
         self.clients[c].attempt += 1;
         let attempt = self.clients[c].attempt;
@@ -271,8 +281,8 @@ impl<P: Protocol> World<P> {
         self.step_cost_ns += self.cfg.cost.send_ns(0);
         let lat = self.now - since;
         let _ = self.latency.record(lat.max(1));
-        let role = super::role_index(self.nodes[node].groups[g].role);
-        let _ = self.counts.latency[role]
+        let role = super::role_index(self.role_of(node, g));
+        let _ = self.counts.lock().expect("counts").latency[role]
             .get_or_insert_with(|| Histogram::new(3).expect("histogram"))
             .record(lat.max(1));
         self.report.completed += 1;

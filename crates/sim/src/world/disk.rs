@@ -3,10 +3,13 @@
 //! every op not yet durable (or lands part of the fsync in progress), EIO, and a lying cache.
 
 use super::node::DiskFault;
-use super::{Ev, Op, World};
-use synod_core::{Protocol, StorageOp};
+use super::{Ev, World};
+use crate::check::Checker;
+use synod_core::StorageOp;
+use synod_host::Hosted;
+use synod_log::WalOp;
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     pub(super) fn kick_disk(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         if !n.disk_busy.is_empty() || n.disk_queue.is_empty() {
@@ -31,9 +34,12 @@ impl<P: Protocol> World<P> {
     pub(super) fn disk_done(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         // The highest op of each group in this fsync.
-        let mut upto: Vec<Option<u64>> = vec![None; n.groups.len()];
-        for (g, p) in &n.disk_busy {
-            upto[*g] = Some(p.seq);
+        let mut upto: Vec<(synod_core::GroupId, u64)> = Vec::new();
+        for (seq, op) in &n.disk_busy {
+            match upto.iter_mut().find(|(g, _)| *g == op.group) {
+                Some(e) => e.1 = e.1.max(*seq),
+                None => upto.push((op.group, *seq)),
+            }
         }
         match n.disk_fault {
             DiskFault::Eio => {
@@ -51,35 +57,48 @@ impl<P: Protocol> World<P> {
                 n.volatile.append(&mut n.disk_busy);
             }
             DiskFault::None => {
-                let ops: Vec<(usize, Op<P>)> =
+                let ops: Vec<(u64, WalOp)> =
                     n.volatile.drain(..).chain(n.disk_busy.drain(..)).collect();
-                for (g, p) in ops {
-                    self.land(i, g, &p);
+                for (_, op) in ops {
+                    self.land(i, &op);
                 }
             }
         }
         let now = self.local_now(i);
         // Each replica releases what waited for this write (in order), then learns of it.
-        for (g, upto) in upto.into_iter().enumerate() {
-            if let Some(upto) = upto {
-                self.with_replica(i, g, |r, env| r.durable(now, upto, env));
-            }
-        }
+        self.with_host(i, |h| h.durable(now, &upto));
         self.kick_disk(i);
     }
 
-    /// One op reaches the medium. Once a replica that lost state has written its hard state
-    /// again (recording that it is recovering), the driver no longer needs to report the loss.
-    fn land(&mut self, i: usize, g: usize, p: &Op<P>) {
+    /// One op reaches the medium, as the log encoded it: decoded with the group's codec and
+    /// applied to what the disk holds for the group. Once a replica that lost state has written
+    /// its hard state again (recording that it is recovering), the driver no longer needs to
+    /// report the loss.
+    fn land(&mut self, i: usize, op: &WalOp) {
+        let g = op.group as usize;
+        let decoded = match synod_log::typed::decode::<P::Record, P::Hard>(op) {
+            Ok(d) => d,
+            Err(e) => {
+                let now = self.now;
+                let id = self.nodes[i].id;
+                let h = g.min(self.histories.len() - 1);
+                self.histories[h].violate(
+                    Checker::Codec,
+                    now,
+                    format!("n{id} wrote a storage op of group {g} its own codec cannot read: {e}"),
+                );
+                return;
+            }
+        };
         let d = &mut self.nodes[i].groups[g].durable;
-        d.apply(&p.op);
-        if matches!(p.op, StorageOp::SetHard(_)) {
+        d.apply(&decoded);
+        if matches!(decoded, StorageOp::SetHard(_)) {
             d.lost = false;
         }
     }
 }
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     /// A crash during an fsync: with torn writes on, a random prefix of the group commit in
     /// progress reached the medium (each op is one checksummed log record, so a record lands
     /// whole or not at all). Nothing acknowledged depends on it: the replica was never told.
@@ -96,9 +115,9 @@ impl<P: Protocol> World<P> {
             return;
         }
         *self.report.faults.entry("torn-write").or_default() += 1;
-        let ops: Vec<(usize, Op<P>)> = self.nodes[i].disk_busy.drain(..landed).collect();
-        for (g, p) in ops {
-            self.land(i, g, &p);
+        let ops: Vec<(u64, WalOp)> = self.nodes[i].disk_busy.drain(..landed).collect();
+        for (_, op) in ops {
+            self.land(i, &op);
         }
     }
 }

@@ -1,17 +1,18 @@
-//! The simulated world: N nodes, each running a replica of every group (one protocol core per
+//! The simulated world: N whole nodes, each running the node's host (crates/host, the code the
+//! server runs) with a replica of every group (one protocol core and its state machine per
 //! group), a network, disks, clients and a fault schedule, all on virtual time in one thread,
 //! driven by one seeded RNG. The groups of a node share its disk, network interface and CPU.
 //!
-//! Every replica runs through [`synod_core::replica::Replica`], the same carry-out the server
-//! uses; this module supplies its environment ([`SimEnv`]): a simulated disk, network, state
-//! machine and the checkers. A replica is woken at the deadline its core names, never on a
+//! What crosses between nodes is bytes: every message is encoded by the sending host and
+//! decoded by the receiving one, and every storage op reaches the simulated disk as the log
+//! encodes it (a codec bug is a finding). A host is woken at the deadline it names, never on a
 //! fixed tick.
 //!
 //! | file | job |
 //! |---|---|
 //! | `mod.rs` | the event loop, the run, final checks |
-//! | `node.rs` | a node: its replica of each group, disk, clock, interface, CPU |
-//! | `replicas.rs` | starting, crashing and stepping replicas; their environment |
+//! | `node.rs` | a node: its host, its replica of each group, disk, clock, interface, CPU |
+//! | `replicas.rs` | starting and crashing nodes, driving their hosts, what comes out of them |
 //! | `net.rs` | links: latency, bandwidth, FIFO, partitions, broken connections |
 //! | `disk.rs` | group commit and fsync latency |
 //! | `clients.rs` | closed-loop clients and the per-replica submit queue |
@@ -25,6 +26,7 @@ mod net;
 mod node;
 mod replicas;
 mod restart;
+mod telemetry;
 
 use crate::check::{Checker, History};
 use crate::faults::{between, FaultKind, Schedule};
@@ -39,14 +41,16 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
-use synod_core::{
-    DurableState, Input, MessageKind, NodeId, Persist, Protocol, TimeUs, View, WireSize,
-};
+use synod_core::{DurableState, NodeId, Protocol, TimeUs, View};
+use synod_host::{Hosted, PeerKind};
 
 type Durable<P> = DurableState<<P as Protocol>::Record, <P as Protocol>::Hard>;
-type Op<P> = Persist<<P as Protocol>::Record, <P as Protocol>::Hard>;
 
-enum Ev<M> {
+/// What a simulated client hands the host with a command: itself, and its connection (a reply
+/// to an abandoned connection is ignored).
+pub(crate) type Token = (usize, u64);
+
+enum Ev {
     Message {
         from: usize,
         to: usize,
@@ -54,19 +58,18 @@ enum Ev<M> {
         generation: u64,
         /// Held back by a replaying reconnect (delivered now if the receiver still runs).
         late: bool,
-        msg: M,
+        kind: PeerKind,
+        data: Bytes,
     },
-    /// A replica's deadline.
+    /// A host's deadline.
     Timer {
         node: usize,
-        group: usize,
         incarnation: u64,
         at: TimeUs,
     },
-    /// Hand the commands waiting at a replica to its core (one batch).
+    /// Hand the commands waiting at a host to its cores (one batch per group).
     Flush {
         node: usize,
-        group: usize,
         incarnation: u64,
     },
     /// The fsync in progress on a node's disk is done.
@@ -90,23 +93,23 @@ enum Ev<M> {
     Warm,
 }
 
-struct Scheduled<M> {
+struct Scheduled {
     at: TimeUs,
     seq: u64,
-    ev: Ev<M>,
+    ev: Ev,
 }
-impl<M> PartialEq for Scheduled<M> {
+impl PartialEq for Scheduled {
     fn eq(&self, o: &Self) -> bool {
         (self.at, self.seq) == (o.at, o.seq)
     }
 }
-impl<M> Eq for Scheduled<M> {}
-impl<M> PartialOrd for Scheduled<M> {
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl<M> Ord for Scheduled<M> {
+impl Ord for Scheduled {
     fn cmp(&self, o: &Self) -> Ordering {
         // BinaryHeap is a max-heap: reverse for earliest first; seq breaks ties (FIFO).
         (o.at, o.seq).cmp(&(self.at, self.seq))
@@ -118,7 +121,7 @@ pub struct World<P: Protocol> {
     rng: Xoshiro256PlusPlus,
     now: TimeUs,
     seq: u64,
-    queue: BinaryHeap<Scheduled<P::Message>>,
+    queue: BinaryHeap<Scheduled>,
     nodes: Vec<Node<P>>,
     links: Vec<Link>,
     clients: Vec<Client>,
@@ -127,7 +130,6 @@ pub struct World<P: Protocol> {
     histories: Vec<History>,
     /// The checker across groups, if the configuration has one.
     cross: Option<Box<dyn crate::check::CrossCheck>>,
-    next_command: u64,
     payload: Bytes,
     healed_at: Option<TimeUs>,
     stable_at: Option<TimeUs>,
@@ -145,8 +147,9 @@ pub struct World<P: Protocol> {
     /// leave, and its next event starts, after it.
     step_cost_ns: u64,
     /// Per-event counters by role (indexed by `role_index`), folded into the report by name
-    /// at the end: string-keyed maps cost too much per message.
-    counts: RoleCounts,
+    /// at the end: string-keyed maps cost too much per message. Shared with every node's host,
+    /// which counts its messages there ([`telemetry`]).
+    counts: std::sync::Arc<std::sync::Mutex<RoleCounts>>,
     /// When the measurement started and the slots committed by then (`SimConfig::warmup_us`).
     warm: (TimeUs, u64),
     /// Outstanding command id → the client waiting for it (lookups only: no iteration, so
@@ -162,6 +165,8 @@ pub(super) struct RoleCounts {
     /// (role, message kind, count): a handful of entries, found by pointer.
     pub(super) in_kinds: Vec<(usize, &'static str, u64)>,
     pub(super) latency: [Option<Histogram<u64>>; 4],
+    /// Batches handed to the cores.
+    pub(super) batches: u64,
 }
 
 const ROLES: [synod_core::Role; 4] = [
@@ -195,6 +200,7 @@ impl RoleCounts {
     }
 
     fn fold_into(self, report: &mut Report) {
+        report.batches += self.batches;
         for (i, role) in ROLES.iter().enumerate() {
             if self.msgs_in[i] > 0 {
                 *report.msgs_in.entry(role.name()).or_default() += self.msgs_in[i];
@@ -227,7 +233,7 @@ fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     pub fn new(cfg: SimConfig<P::Options>) -> Self {
         let n = cfg.nodes;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
@@ -244,7 +250,7 @@ impl<P: Protocol> World<P> {
                 let offset = between(&mut clock_rng, 0, clock_model.max_offset_us);
                 Node::new(
                     i as NodeId + 1,
-                    groups,
+                    (0..groups).map(|_| replicas::machine()).collect(),
                     Clock::new(offset, rate_ppm),
                     i < cfg.stay_down,
                 )
@@ -272,7 +278,6 @@ impl<P: Protocol> World<P> {
                 })
                 .collect(),
             cross: cfg.cross_check.map(|make| make()),
-            next_command: 1,
             payload,
             healed_at: None,
             stable_at: None,
@@ -285,14 +290,14 @@ impl<P: Protocol> World<P> {
             latency: Histogram::new(3).expect("histogram"),
             events: 0,
             step_cost_ns: 0,
-            counts: RoleCounts::default(),
+            counts: Default::default(),
             warm: (0, 0),
             waiting: Default::default(),
             cfg,
         }
     }
 
-    fn at(&mut self, at: TimeUs, ev: Ev<P::Message>) {
+    fn at(&mut self, at: TimeUs, ev: Ev) {
         self.seq += 1;
         self.queue.push(Scheduled {
             at,
@@ -371,9 +376,9 @@ impl<P: Protocol> World<P> {
         if survived && self.cfg.run_for_us.is_none() {
             self.final_checks();
         }
-        for m in self.nodes.iter().flat_map(|n| &n.groups) {
-            if let Some(r) = &m.replica {
-                for (k, v) in r.core().gauges() {
+        for h in self.nodes.iter().filter_map(|n| n.host.as_ref()) {
+            for (_, gauges) in h.gauges() {
+                for (k, v) in gauges {
                     let e = self.report.gauges.entry(k).or_default();
                     e.0 += v;
                     e.1 += 1;
@@ -398,7 +403,7 @@ impl<P: Protocol> World<P> {
                 self.report.violations.push(v);
             }
         }
-        std::mem::take(&mut self.counts).fold_into(&mut self.report);
+        std::mem::take(&mut *self.counts.lock().expect("counts")).fold_into(&mut self.report);
         self.report.runs = 1;
         self.report.virtual_us = self.now - self.warm.0;
         self.report.committed =
@@ -454,7 +459,7 @@ impl<P: Protocol> World<P> {
             self.nodes
                 .iter()
                 .filter(|n| !n.stays_down)
-                .all(|n| n.up && n.groups[g].machine.ids.len() as u64 == max)
+                .all(|n| n.up && n.groups[g].applied_count() == max)
         }) && self.clients.iter().all(|c| !c.waiting_tracked())
     }
 
@@ -491,14 +496,14 @@ impl<P: Protocol> World<P> {
             }
             let id = self.nodes[i].id;
             for g in 0..self.histories.len() {
-                let ids = &self.nodes[i].groups[g].machine.ids;
-                self.histories[g].final_state(now, id, ids);
+                let ids = self.nodes[i].groups[g].ids();
+                self.histories[g].final_state(now, id, &ids);
             }
         }
     }
 
     /// The node an event runs on, when it runs on one (its CPU, its pause).
-    fn runs_on(ev: &Ev<P::Message>) -> Option<usize> {
+    fn runs_on(ev: &Ev) -> Option<usize> {
         match ev {
             Ev::Message { to, .. } => Some(*to),
             Ev::Timer { node, .. } | Ev::Flush { node, .. } | Ev::DiskDone { node, .. } => {
@@ -508,7 +513,7 @@ impl<P: Protocol> World<P> {
         }
     }
 
-    fn handle(&mut self, ev: Ev<P::Message>) {
+    fn handle(&mut self, ev: Ev) {
         if let Ev::Wake(i) = ev {
             self.run_backlog(i);
             return;
@@ -549,7 +554,7 @@ impl<P: Protocol> World<P> {
         self.arm_wake(i);
     }
 
-    fn dispatch(&mut self, ev: Ev<P::Message>) {
+    fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::Message {
                 from,
@@ -557,47 +562,52 @@ impl<P: Protocol> World<P> {
                 group,
                 generation,
                 late,
-                msg,
+                kind,
+                data,
             } => {
                 if !self.nodes[to].up
-                    || !self.delivered_on_link((from, to, group), generation, late, &msg)
+                    || !self.delivered_on_link((from, to, group), generation, late, kind, &data)
                 {
                     return;
                 }
-                let role = role_index(self.nodes[to].groups[group].role);
-                self.counts.msgs_in[role] += 1;
-                self.counts.kind_in(role, msg.kind());
                 let from_id = self.nodes[from].id;
                 if !self.cfg.cost.is_free() {
-                    self.step_cost_ns += self.cfg.cost.receive_ns(msg.wire_size());
+                    self.step_cost_ns += self.cfg.cost.receive_ns(data.len());
                 }
                 if self.trace.is_some() {
                     let to_id = self.nodes[to].id;
-                    self.tracef(|| format!("n{from_id} -> n{to_id} g{group} {msg:?}"));
+                    let what = match kind {
+                        PeerKind::Message => "message",
+                        PeerKind::Submit => "routed command",
+                    };
+                    self.tracef(|| {
+                        format!(
+                            "n{from_id} -> n{to_id} g{group} {what} of {} bytes",
+                            data.len()
+                        )
+                    });
                 }
-                self.step(to, group, Input::Message { from: from_id, msg });
+                let now = self.local_now(to);
+                self.with_host(to, |h| {
+                    h.receive(now, from_id, group as synod_core::GroupId, kind, data)
+                });
             }
             Ev::Timer {
                 node,
-                group,
                 incarnation,
                 at,
             } => {
                 let n = &mut self.nodes[node];
-                let m = &mut n.groups[group];
-                if n.incarnation != incarnation || !n.up || m.timer_at != Some(at) {
-                    return; // superseded by an earlier deadline, or the replica crashed
+                if n.incarnation != incarnation || !n.up || n.timer_at != Some(at) {
+                    return; // superseded by an earlier deadline, or the node crashed
                 }
-                m.timer_at = None;
-                self.wake(node, group);
+                n.timer_at = None;
+                let now = self.local_now(node);
+                self.with_host(node, |h| h.timeout(now));
             }
-            Ev::Flush {
-                node,
-                group,
-                incarnation,
-            } => {
-                if self.nodes[node].incarnation == incarnation {
-                    self.flush(node, group);
+            Ev::Flush { node, incarnation } => {
+                if self.nodes[node].incarnation == incarnation && self.nodes[node].up {
+                    self.flush(node);
                 }
             }
             Ev::DiskDone { node, incarnation } => {
@@ -623,7 +633,7 @@ impl<P: Protocol> World<P> {
             Ev::Wake(i) => self.run_backlog(i),
             Ev::Warm => {
                 // Forget what the warm-up measured; the slots committed so far are not counted.
-                self.counts = RoleCounts::default();
+                *self.counts.lock().expect("counts") = RoleCounts::default();
                 self.latency.reset();
                 self.report.completed = 0;
                 self.report.reads = 0;

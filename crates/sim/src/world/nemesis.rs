@@ -7,9 +7,10 @@ use crate::check::Checker;
 use crate::faults::{Fault, FaultKind};
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use synod_core::{Input, Protocol, View};
+use synod_core::View;
+use synod_host::Hosted;
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     pub(super) fn inject(&mut self, i: usize) {
         let f: Fault = self.schedule.faults[i].clone();
         let target = if f.resolved.is_empty() {
@@ -63,10 +64,10 @@ impl<P: Protocol> World<P> {
                     self.break_link(b, a);
                 }
                 let (ida, idb) = (self.nodes[a].id, self.nodes[b].id);
-                for g in 0..self.histories.len() {
-                    self.step(a, g, Input::Disconnected { peer: idb });
-                    self.step(b, g, Input::Disconnected { peer: ida });
-                }
+                let now = self.local_now(a);
+                self.with_host(a, |h| h.disconnected(now, idb));
+                let now = self.local_now(b);
+                self.with_host(b, |h| h.disconnected(now, ida));
             }
             FaultKind::Pause => {
                 for &t in &target {

@@ -6,8 +6,9 @@
 use super::{Ev, World};
 use crate::faults::FaultKind;
 use crate::WanLink;
+use bytes::Bytes;
 use rand_core::RngCore;
-use synod_core::{Dest, Envelope, Protocol, WireSize};
+use synod_host::{Hosted, PeerKind};
 
 /// A directed link. A break bumps the generation: whatever was in flight is lost.
 #[derive(Clone, Default)]
@@ -23,28 +24,19 @@ pub(super) struct Link {
     pipe_free_at: u64,
 }
 
-impl<P: Protocol> World<P> {
-    pub(super) fn transmit(&mut self, from: usize, group: usize, env: Envelope<P::Message>) {
-        let role = super::role_index(self.nodes[from].groups[group].role);
-        match env.to {
-            Dest::One(to) => {
-                self.counts.msgs_out[role] += 1;
-                self.send_one(from, to as usize - 1, group, env.msg);
-            }
-            Dest::All => {
-                for to in 0..self.nodes.len() {
-                    if to != from {
-                        self.counts.msgs_out[role] += 1;
-                        self.send_one(from, to, group, env.msg.clone());
-                    }
-                }
-            }
-        }
-    }
-
-    fn send_one(&mut self, from: usize, to: usize, group: usize, msg: P::Message) {
+impl<P: Hosted> World<P> {
+    /// Send a frame of `group` from node `from` to node `to`: it arrives after the link's
+    /// latency, behind the sender's interface and the link's FIFO order, unless the link breaks.
+    pub(super) fn send_one(
+        &mut self,
+        from: usize,
+        to: usize,
+        group: usize,
+        kind: PeerKind,
+        data: Bytes,
+    ) {
         let n = self.nodes.len();
-        let size = msg.wire_size() as u64;
+        let size = data.len() as u64;
         // The CPU cost of sending: the message leaves once the step has spent it.
         if !self.cfg.cost.is_free() {
             self.step_cost_ns += self.cfg.cost.send_ns(size as usize);
@@ -94,7 +86,8 @@ impl<P: Protocol> World<P> {
                 group,
                 generation,
                 late: false,
-                msg,
+                kind,
+                data,
             },
         );
     }
@@ -118,7 +111,8 @@ impl<P: Protocol> World<P> {
         (from, to, group): (usize, usize, usize),
         generation: u64,
         late: bool,
-        msg: &P::Message,
+        kind: PeerKind,
+        data: &Bytes,
     ) -> bool {
         let n = self.nodes.len();
         let link = &self.links[from * n + to];
@@ -148,7 +142,8 @@ impl<P: Protocol> World<P> {
                     group,
                     generation,
                     late: true,
-                    msg: msg.clone(),
+                    kind,
+                    data: data.clone(),
                 },
             );
         }
@@ -206,7 +201,8 @@ fn cut_links(kind: FaultKind, side: &[usize], n: usize) -> Vec<(usize, usize)> {
 mod tests {
     use super::World;
     use crate::{FaultSet, NetModel, SimConfig, Wan};
-    use synod_core::WireSize;
+    use synod_core::wire::Wire;
+    use synod_host::PeerKind;
     use synod_zab::{Msg, Options, Zab};
 
     /// Two sites, 8 kbit/s (1,000 B/s) from A to B; `count` messages sent from A to B at
@@ -219,10 +215,10 @@ mod tests {
         cfg.faults = FaultSet::none();
         cfg.net = NetModel::wan(wan);
         let mut w = World::<Zab>::new(cfg);
-        let msg = Msg::NewEpoch { epoch: 1 };
-        let size = msg.wire_size() as u64;
+        let msg = Msg::NewEpoch { epoch: 1 }.to_bytes();
+        let size = msg.len() as u64;
         for _ in 0..count {
-            w.send_one(0, 1, 0, msg.clone());
+            w.send_one(0, 1, 0, PeerKind::Message, msg.clone());
         }
         let last = w.links[1].last_arrival;
         (w.nodes[0].busy_until, w.nodes[0].nic_free_at, last, size)

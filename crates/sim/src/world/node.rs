@@ -1,60 +1,139 @@
-//! A simulated node: one process with its disk, clock, network interface and CPU, running one
-//! replica of every group ([`Member`]). The groups share the disk (one fsync serves all of
-//! them), the network interface and the CPU, as the server's host of groups does.
+//! A simulated node: one process with its disk, clock, network interface and CPU, running the
+//! node's host (crates/host) with one replica of every group ([`Member`]). The groups share the
+//! disk (one fsync serves all of them), the network interface and the CPU, exactly as in the
+//! server: the host is the same code.
 
-use super::{Durable, Op};
-use bytes::Bytes;
-use std::collections::VecDeque;
-use synod_core::replica::Replica;
-use synod_core::{Command, NodeId, Protocol, Role, Snapshot, TimeUs, View};
+use super::{Durable, Token};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use std::sync::{Arc, Mutex};
+use synod_core::wire::{get_bytes, get_count, get_u64, WireError, MAX_BYTES};
+use synod_core::{
+    Command, GroupMessage, NodeId, Position, Protocol, Role, Snapshot, StateMachine, TimeUs, View,
+};
+use synod_host::Host;
+use synod_log::WalOp;
 
-/// The replicated state machine of the simulation: the sequence of command ids it applied.
-#[derive(Clone, Default)]
-pub(super) struct Machine {
-    pub(super) ids: Vec<u64>,
-    pub(super) last_tag: u64,
-    pub(super) last_snapshot: u64,
+/// The checkers' window on a group's state machine, wrapping the real one: the ids of the
+/// commands it applied, in slot order, carried in its snapshots (so that a restored snapshot
+/// can be compared with the history), beside the real machine's own state.
+pub(crate) struct Recorder {
+    pub(crate) ids: Vec<u64>,
+    last_tag: u64,
+    inner: Box<dyn StateMachine>,
 }
 
-impl Machine {
-    pub(super) fn snapshot(&self) -> Snapshot {
-        let mut data = Vec::with_capacity(self.ids.len() * 8);
-        for id in &self.ids {
-            data.extend_from_slice(&id.to_le_bytes());
-        }
-        Snapshot {
-            at: synod_core::Position {
-                slot: self.ids.len() as u64,
-                tag: self.last_tag,
-            },
-            data: Bytes::from(data),
+impl Recorder {
+    pub(crate) fn new(inner: Box<dyn StateMachine>) -> Self {
+        Recorder {
+            ids: Vec::new(),
+            last_tag: 0,
+            inner,
         }
     }
-    pub(super) fn restore(s: &Snapshot) -> Self {
-        let ids: Vec<u64> = s
-            .data
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        Machine {
-            last_snapshot: ids.len() as u64,
-            ids,
-            last_tag: s.at.tag,
-        }
+
+    /// The ids a snapshot of a recorder holds.
+    pub(crate) fn ids_of(s: &Snapshot) -> Result<Vec<u64>, WireError> {
+        let mut b = s.data.clone();
+        let n = get_count(&mut b, "ids", 8)?;
+        (0..n).map(|_| get_u64(&mut b)).collect()
     }
 }
 
-/// A node's replica of one group.
+impl StateMachine for Recorder {
+    fn apply(&mut self, at: Position, command: &Command, out: &mut Vec<GroupMessage>) -> Bytes {
+        if self.ids.len() as u64 + 1 == at.slot {
+            self.ids.push(command.id);
+            self.last_tag = at.tag;
+        }
+        self.inner.apply(at, command, out)
+    }
+
+    fn snapshot_view(&self) -> Box<dyn FnOnce() -> Bytes + Send> {
+        let ids = self.ids.clone();
+        let inner = self.inner.snapshot_view();
+        Box::new(move || {
+            let data = inner();
+            let mut b = BytesMut::with_capacity(8 + ids.len() * 8 + data.len());
+            b.put_u32(ids.len() as u32);
+            for id in ids {
+                b.put_u64(id);
+            }
+            b.put_u32(data.len() as u32);
+            b.put_slice(&data);
+            b.freeze()
+        })
+    }
+
+    fn restore(&mut self, s: &Snapshot) -> Result<(), WireError> {
+        let mut b = s.data.clone();
+        let n = get_count(&mut b, "ids", 8)?;
+        let ids = (0..n)
+            .map(|_| get_u64(&mut b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let data = get_bytes(&mut b, "machine", MAX_BYTES)?;
+        if b.has_remaining() {
+            return Err(WireError::Trailing(b.remaining()));
+        }
+        self.inner.restore(&Snapshot { at: s.at, data })?;
+        self.ids = ids;
+        self.last_tag = s.at.tag;
+        Ok(())
+    }
+
+    fn applied(&self) -> Position {
+        Position {
+            slot: self.ids.len() as u64,
+            tag: self.last_tag,
+        }
+    }
+
+    fn digest(&self) -> u64 {
+        self.inner.digest()
+    }
+
+    fn pending(&self, out: &mut Vec<GroupMessage>) {
+        self.inner.pending(out)
+    }
+}
+
+/// A state machine that keeps nothing: the protocols' own checks run over opaque payloads, and
+/// the recorder around it is the whole state.
+#[derive(Default)]
+pub(crate) struct Vacant {
+    applied: Position,
+}
+
+impl StateMachine for Vacant {
+    fn apply(&mut self, at: Position, _: &Command, _: &mut Vec<GroupMessage>) -> Bytes {
+        self.applied = at;
+        Bytes::new()
+    }
+
+    fn snapshot_view(&self) -> Box<dyn FnOnce() -> Bytes + Send> {
+        Box::new(Bytes::new)
+    }
+
+    fn restore(&mut self, s: &Snapshot) -> Result<(), WireError> {
+        self.applied = s.at;
+        Ok(())
+    }
+
+    fn applied(&self) -> Position {
+        self.applied
+    }
+
+    fn digest(&self) -> u64 {
+        0
+    }
+}
+
+/// A node's replica of one group, as the simulator sees it from outside the host.
 pub(super) struct Member<P: Protocol> {
-    /// `None` while the node is down (and, briefly, while the replica steps).
-    pub(super) replica: Option<Replica<P>>,
+    /// What the node's disk holds for the group: its ops as the log encoded them, decoded and
+    /// applied as they land.
     pub(super) durable: Durable<P>,
-    /// Commands submitted here and not yet handed to the core.
-    pub(super) submits: VecDeque<Command>,
-    pub(super) flush_pending: bool,
-    /// The time of the timer event scheduled for this replica, if any.
-    pub(super) timer_at: Option<TimeUs>,
-    pub(super) machine: Machine,
+    /// The group's state machine in the running host (replaced at every start).
+    pub(super) machine: Arc<Mutex<Recorder>>,
     pub(super) role: Role,
     pub(super) leader: Option<NodeId>,
     pub(super) epoch: u64,
@@ -67,14 +146,10 @@ pub(super) struct Member<P: Protocol> {
 }
 
 impl<P: Protocol> Member<P> {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(machine: Arc<Mutex<Recorder>>) -> Self {
         Member {
-            replica: None,
             durable: Default::default(),
-            submits: VecDeque::new(),
-            flush_pending: false,
-            timer_at: None,
-            machine: Machine::default(),
+            machine,
             role: Role::Electing,
             leader: None,
             epoch: 0,
@@ -91,6 +166,15 @@ impl<P: Protocol> Member<P> {
             epoch: self.epoch,
         }
     }
+
+    /// The ids the group's machine applied, in slot order.
+    pub(super) fn ids(&self) -> Vec<u64> {
+        self.machine.lock().expect("machine").ids.clone()
+    }
+
+    pub(super) fn applied_count(&self) -> u64 {
+        self.machine.lock().expect("machine").ids.len() as u64
+    }
 }
 
 pub(super) struct Node<P: Protocol> {
@@ -98,11 +182,21 @@ pub(super) struct Node<P: Protocol> {
     /// The process runs.
     pub(super) up: bool,
     pub(super) incarnation: u64,
+    /// The node's host, while it runs (and briefly out while it is driven).
+    pub(super) host: Option<Host<Token>>,
     /// One replica per group, by group index.
     pub(super) groups: Vec<Member<P>>,
-    /// Ops (with their group) waiting for the next fsync, and those of the fsync in progress.
-    pub(super) disk_queue: Vec<(usize, Op<P>)>,
-    pub(super) disk_busy: Vec<(usize, Op<P>)>,
+    /// Ops waiting for the next fsync, and those of the fsync in progress (the log's ops of
+    /// every group, with their group's sequence number).
+    pub(super) disk_queue: Vec<(u64, WalOp)>,
+    pub(super) disk_busy: Vec<(u64, WalOp)>,
+    /// The time of the timer event scheduled for the host, if any.
+    pub(super) timer_at: Option<TimeUs>,
+    /// A flush of the host's queued commands is scheduled.
+    pub(super) flush_pending: bool,
+    /// Bytes of the client requests received since the last flush (the cost model charges
+    /// them to the flush).
+    pub(super) requests: Vec<usize>,
     pub(super) slow_net: u32,
     pub(super) slow_disk: u32,
     /// Crashed for good when the faults heal (to test a cluster that lost replicas).
@@ -112,7 +206,7 @@ pub(super) struct Node<P: Protocol> {
     pub(super) busy_until: TimeUs,
     /// Events that arrived while the node was busy, oldest first, and whether a wake-up is
     /// scheduled to run them.
-    pub(super) backlog: std::collections::VecDeque<super::Ev<P::Message>>,
+    pub(super) backlog: std::collections::VecDeque<super::Ev>,
     pub(super) wake_pending: bool,
     /// When its network interface is free to send again (per-NIC bandwidth).
     pub(super) nic_free_at: TimeUs,
@@ -121,18 +215,27 @@ pub(super) struct Node<P: Protocol> {
     /// The fault behind the disk's misbehaviour, if any.
     pub(super) disk_fault: DiskFault,
     /// Writes the disk reported durable but kept in its cache (a lying disk): lost on a crash.
-    pub(super) volatile: Vec<(usize, Op<P>)>,
+    pub(super) volatile: Vec<(u64, WalOp)>,
 }
 
 impl<P: Protocol> Node<P> {
-    pub(super) fn new(id: NodeId, groups: usize, clock: Clock, stays_down: bool) -> Self {
+    pub(super) fn new(
+        id: NodeId,
+        machines: Vec<Arc<Mutex<Recorder>>>,
+        clock: Clock,
+        stays_down: bool,
+    ) -> Self {
         Node {
             id,
             up: false,
             incarnation: 0,
-            groups: (0..groups).map(|_| Member::new()).collect(),
+            host: None,
+            groups: machines.into_iter().map(Member::new).collect(),
             disk_queue: Vec::new(),
             disk_busy: Vec::new(),
+            timer_at: None,
+            flush_pending: false,
+            requests: Vec::new(),
             slow_net: 1,
             slow_disk: 1,
             stays_down,
@@ -150,16 +253,17 @@ impl<P: Protocol> Node<P> {
     /// incarnation (disk completions, timers, flushes) no longer apply.
     pub(super) fn new_incarnation(&mut self) {
         self.incarnation += 1;
+        self.host = None;
         self.disk_queue.clear();
         self.disk_busy.clear();
         self.busy_until = 0;
+        self.timer_at = None;
+        self.flush_pending = false;
+        self.requests.clear();
         // What waited for the CPU dies with the process (a pending wake-up finds nothing).
         self.backlog.clear();
         self.wake_pending = false;
         for m in &mut self.groups {
-            m.submits.clear();
-            m.flush_pending = false;
-            m.timer_at = None;
             m.role = Role::Electing;
         }
     }

@@ -1,48 +1,90 @@
-//! The replicas: starting a node's replicas from its disk, crashing it, stepping one replica
-//! (group `g` on node `i`) through the shared driver loop with the simulated environment, and
-//! what the environment does with deliveries and events (the checkers see them here).
+//! The nodes: starting a node's host from its disk, crashing it, driving the host one input at a
+//! time, and carrying out what comes out of it (frames to the network, storage ops to the disk,
+//! replies to the clients, snapshots, views) and what it observed (every delivery, for the
+//! checkers).
 
-use super::node::Machine;
-use super::{mix, Ev, Op, World, OUTBOX_LIMIT};
-use synod_core::replica::{Env, Replica};
-use synod_core::{
-    Apply, Cluster, Envelope, Event, Input, NodeId, Position, Protocol, Role, Snapshot, TimeUs,
+use super::node::{Recorder, Vacant};
+use super::telemetry::SimTelemetry;
+use super::{mix, Token, World, OUTBOX_LIMIT};
+use crate::check::Checker;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use synod_core::{Cluster, GroupId, NodeId, Position, Role, Snapshot, StateMachine, TimeUs};
+use synod_host::{
+    Group, GroupParts, GroupRunner, Host, HostConfig, Hosted, Observed, Outputs, SharedMachine,
 };
 
-impl<P: Protocol> World<P> {
-    /// Start node `i`: every group's replica restores from what the node's disk holds.
+/// A group's state machine for the simulation: the checkers' recorder around the real machine.
+pub(super) fn machine() -> Arc<Mutex<Recorder>> {
+    Arc::new(Mutex::new(Recorder::new(Box::new(Vacant::default()))))
+}
+
+impl<P: Hosted> World<P> {
+    /// Start node `i`: its host, with every group's replica restored from what the node's
+    /// disk holds.
     pub(super) fn start_node(&mut self, i: usize) {
         self.nodes[i].new_incarnation();
         self.nodes[i].up = true;
+        let (id, inc) = (self.nodes[i].id, self.nodes[i].incarnation);
+        let members: Vec<NodeId> = (1..=self.cfg.nodes as NodeId).collect();
+        let mut runners: Vec<Box<dyn GroupRunner>> = Vec::new();
         for g in 0..self.nodes[i].groups.len() {
-            let n = &mut self.nodes[i];
-            let (id, inc) = (n.id, n.incarnation);
-            let m = &mut n.groups[g];
-            m.leader = None;
-            m.machine = m
-                .durable
-                .snapshot
-                .as_ref()
-                .map(Machine::restore)
-                .unwrap_or_default();
-            let members: Vec<NodeId> = (1..=self.cfg.nodes as NodeId).collect();
-            let cluster = Cluster::new(id, members);
+            let machine = machine();
+            let restored = {
+                let m = &self.nodes[i].groups[g];
+                match &m.durable.snapshot {
+                    Some(s) => {
+                        let mut r = machine.lock().expect("machine");
+                        r.restore(s).expect("a snapshot the recorder wrote");
+                        r.ids.clone()
+                    }
+                    None => Vec::new(),
+                }
+            };
+            self.nodes[i].groups[g].machine = machine.clone();
+            self.nodes[i].groups[g].leader = None;
+            let cluster = Cluster::new(id, members.clone());
             let seed = mix(self.cfg.seed, (id as u64) << 32 | inc) ^ (g as u64) << 56;
             // `durable.lost` stays set until the core has written its hard state since (see
-            // `disk_done`): a crash before that must not forget the loss.
-            let core = P::restore(cluster, self.cfg.options.clone(), m.durable.clone(), seed);
-            m.replica = Some(Replica::new(core, OUTBOX_LIMIT));
-            let base = m.machine.ids.len() as u64;
-            if base > 0 {
-                let ids = m.machine.ids.clone();
-                let now = self.now;
-                self.histories[g].restored(now, id, inc, &ids);
-            } else {
+            // `land`): a crash before that must not forget the loss.
+            let durable = self.nodes[i].groups[g].durable.clone();
+            let core = P::restore(cluster, self.cfg.options.clone(), durable, seed);
+            let shared: SharedMachine = machine;
+            runners.push(Box::new(Group::new(GroupParts {
+                id: g as GroupId,
+                me: id,
+                protocol: std::any::type_name::<P>().to_string(),
+                machine_kind: "recorder".to_string(),
+                members: members.clone(),
+                core,
+                machine: shared,
+                snapshot_every: self.cfg.snapshot_every,
+                outbox_limit: OUTBOX_LIMIT,
+            })));
+            if restored.is_empty() {
                 self.histories[g].started(id, inc, 0);
+            } else {
+                let now = self.now;
+                self.histories[g].restored(now, id, inc, &restored);
             }
+            let base = restored.len();
             self.tracef(|| format!("n{id} g{g} starts (incarnation {inc}, snapshot slot {base})"));
-            self.schedule_timer(i, g);
         }
+        let mut cfg = HostConfig::new(id);
+        cfg.routes = (0..runners.len() as GroupId)
+            .map(|g| (g, members.clone()))
+            .collect::<BTreeMap<_, _>>();
+        cfg.limits.max_commands = self.cfg.batch_commands.max(1);
+        cfg.max_pending = usize::MAX;
+        // The simulated clients give up on their own.
+        cfg.request_timeout_us = u64::MAX / 4;
+        cfg.id_base = ((id as u64 & 0xFF) << 56) | ((inc & 0xFF_FFFF) << 32);
+        cfg.observe = true;
+        cfg.bug = self.cfg.host_bug;
+        let now = self.local_now(i);
+        let telemetry = Box::new(SimTelemetry(self.counts.clone()));
+        self.nodes[i].host = Some(Host::new(cfg, runners, telemetry, now));
+        self.with_host(i, |_| {});
     }
 
     pub(super) fn crash_node(&mut self, i: usize) {
@@ -54,9 +96,6 @@ impl<P: Protocol> World<P> {
         self.land_torn_write(i);
         let n = &mut self.nodes[i];
         n.up = false;
-        for m in &mut n.groups {
-            m.replica = None;
-        }
         // A lying disk's cache dies with the machine.
         n.volatile.clear();
         n.new_incarnation();
@@ -65,89 +104,164 @@ impl<P: Protocol> World<P> {
             if j != i {
                 self.break_link(i, j);
                 self.break_link(j, i);
-                for g in 0..self.nodes[j].groups.len() {
-                    self.step(j, g, Input::Disconnected { peer: id });
-                }
+                let now = self.local_now(j);
+                self.with_host(j, |h| h.disconnected(now, id));
             }
         }
     }
 
-    /// Run `f` on replica `g` of node `i` with its environment, then note its view and
-    /// deadline, charge the CPU it used, and offer the state machine's snapshot when one is due.
-    pub(super) fn with_replica(
-        &mut self,
-        i: usize,
-        g: usize,
-        f: impl FnOnce(&mut Replica<P>, &mut SimEnv<'_, P>),
-    ) {
-        let Some(mut r) = self.nodes[i].groups[g].replica.take() else {
+    /// Drive node `i`'s host with `f`, then carry out everything it produced (until it
+    /// produces nothing more), charge the CPU the step used, and schedule its next deadline.
+    pub(super) fn with_host(&mut self, i: usize, f: impl FnOnce(&mut Host<Token>)) {
+        let Some(mut host) = self.nodes[i].host.take() else {
             self.step_cost_ns = 0;
             return;
         };
-        f(&mut r, &mut SimEnv { w: self, i, g });
-        self.nodes[i].groups[g].role = r.view().role;
-        self.nodes[i].groups[g].replica = Some(r);
+        let incarnation = self.nodes[i].incarnation;
+        f(&mut host);
+        loop {
+            let mut out = std::mem::take(host.outputs());
+            if out.is_empty() {
+                break;
+            }
+            self.carry_out(i, &mut host, &mut out);
+            if self.nodes[i].incarnation != incarnation {
+                break; // the node stopped (a fatal error) while its outputs were carried out
+            }
+        }
+        if self.nodes[i].incarnation == incarnation && self.nodes[i].up {
+            self.nodes[i].host = Some(host);
+        }
         let cost_us = std::mem::take(&mut self.step_cost_ns).div_ceil(1_000);
         if cost_us > 0 {
             let n = &mut self.nodes[i];
             n.busy_until = n.busy_until.max(self.now) + cost_us;
         }
-        self.schedule_timer(i, g);
-        if let Some(snap) = self.snapshot_due(i, g) {
-            self.step(i, g, Input::Compact(snap));
+        self.schedule_timer(i);
+    }
+
+    fn carry_out(&mut self, i: usize, host: &mut Host<Token>, out: &mut Outputs<Token>) {
+        // What the node observed first: deliveries are checked against the disks as they are
+        // at this instant, before this step's writes go anywhere.
+        for o in std::mem::take(&mut out.observed) {
+            self.on_observed(i, o);
+        }
+        for (group, view) in out.views.drain(..) {
+            let m = &mut self.nodes[i].groups[group as usize];
+            m.role = view.role;
+            m.leader = view.leader;
+            m.epoch = view.epoch;
+        }
+        if !out.wal.is_empty() {
+            self.nodes[i].disk_queue.append(&mut out.wal);
+            self.kick_disk(i);
+        }
+        for t in out.transmit.drain(..) {
+            self.send_one(i, t.to as usize - 1, t.group as usize, t.kind, t.data);
+        }
+        for (token, result) in out.replies.drain(..) {
+            self.client_reply(i, token, result);
+        }
+        for (peer, why) in out.resets.drain(..) {
+            let id = self.nodes[i].id;
+            let now = self.now;
+            self.histories[0].violate(
+                Checker::Codec,
+                now,
+                format!("n{id} could not decode a message from n{peer}: {why}"),
+            );
+        }
+        // Snapshots are taken at once: the file is written and the core told in this instant.
+        let now = self.local_now(i);
+        for job in out.snapshots.drain(..) {
+            let data = (job.make)();
+            host.snapshot_done(now, job.group, Snapshot { at: job.at, data });
+        }
+        if let Some(fatal) = out.fatal.take() {
+            let at = self.now;
+            self.histories[0].violate(Checker::Panic, at, fatal);
+            self.crash_node(i);
         }
     }
 
-    /// Feed one input to a replica and carry out what it asks for.
-    pub(super) fn step(&mut self, i: usize, g: usize, input: Input<P::Message>) {
-        let now = self.local_now(i);
-        self.with_replica(i, g, |r, env| r.step(now, input, env));
+    fn on_observed(&mut self, i: usize, o: Observed) {
+        let id = self.nodes[i].id;
+        let now = self.now;
+        match o {
+            Observed::Submitted { group, id: cmd } => {
+                self.histories[group as usize].submitted(cmd);
+            }
+            Observed::Applied { group, at, id: cmd } => self.on_apply(i, group as usize, at, cmd),
+            Observed::Restored { group, snapshot } => {
+                let g = group as usize;
+                let ids = Recorder::ids_of(&snapshot).expect("a snapshot the recorder wrote");
+                let inc = self.nodes[i].incarnation;
+                self.histories[g].restored(now, id, inc, &ids);
+                self.tracef(|| {
+                    format!(
+                        "n{id} g{g} restores a snapshot at slot {}",
+                        snapshot.at.slot
+                    )
+                });
+            }
+            Observed::View { group, view: v } => {
+                let g = group as usize;
+                let m = &mut self.nodes[i].groups[g];
+                m.leader = v.leader;
+                m.epoch = v.epoch;
+                m.role = v.role;
+                if v.serving() && m.unrecovered {
+                    m.unrecovered = false;
+                    self.tracef(|| format!("n{id} g{g} recovered its lost state from its peers"));
+                }
+                if v.role == Role::Leading {
+                    self.histories[g].leading(now, id, v.epoch);
+                }
+                self.tracef(|| {
+                    format!(
+                        "n{id} g{g} is {:?} (leader {:?}, epoch {})",
+                        v.role, v.leader, v.epoch
+                    )
+                });
+            }
+            Observed::Mode { group, fallback } => {
+                let key = if fallback {
+                    "to-base"
+                } else {
+                    "back-to-variant"
+                };
+                *self.report.switches.entry(key).or_default() += 1;
+                self.tracef(|| format!("n{id} g{group} switches the broadcast mode ({key})"));
+            }
+        }
     }
 
-    pub(super) fn wake(&mut self, i: usize, g: usize) {
-        let now = self.local_now(i);
-        self.with_replica(i, g, |r, env| {
-            r.wake(now, env);
-        });
-    }
-
-    /// Node `i`'s own clock now: what its cores are told.
+    /// Node `i`'s own clock now: what its host is told.
     pub(super) fn local_now(&self, i: usize) -> TimeUs {
         self.nodes[i].clock.local(self.now)
     }
 
-    /// Make sure a timer event is scheduled no later than the replica's deadline (a time on
-    /// its node's clock).
-    fn schedule_timer(&mut self, i: usize, g: usize) {
-        let m = &self.nodes[i].groups[g];
-        let Some(d) = m.replica.as_ref().and_then(|r| r.deadline()) else {
+    /// Make sure a timer event is scheduled no later than the host's deadline (a time on its
+    /// node's clock).
+    fn schedule_timer(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let Some(d) = n.host.as_ref().and_then(|h| h.deadline()) else {
             return;
         };
-        let d = self.nodes[i].clock.global(d).max(self.now);
-        if m.timer_at.is_some_and(|t| t <= d) {
+        let d = n.clock.global(d).max(self.now);
+        if n.timer_at.is_some_and(|t| t <= d) {
             return; // an earlier (or equal) wake is already scheduled
         }
-        self.nodes[i].groups[g].timer_at = Some(d);
+        self.nodes[i].timer_at = Some(d);
         let incarnation = self.nodes[i].incarnation;
         self.at(
             d,
-            Ev::Timer {
+            super::Ev::Timer {
                 node: i,
-                group: g,
                 incarnation,
                 at: d,
             },
         );
-    }
-
-    fn snapshot_due(&mut self, i: usize, g: usize) -> Option<Snapshot> {
-        let every = self.cfg.snapshot_every;
-        let m = &mut self.nodes[i].groups[g].machine;
-        let applied = m.ids.len() as u64;
-        (every > 0 && applied >= m.last_snapshot + every).then(|| {
-            m.last_snapshot = applied;
-            m.snapshot()
-        })
     }
 
     /// The crash-tolerance invariant for a delivery at replica `g` of node `i`. A copy that a
@@ -177,110 +291,29 @@ impl<P: Protocol> World<P> {
         holders >= synod_core::quorum::majority(self.nodes.len())
     }
 
-    fn on_apply(&mut self, i: usize, g: usize, a: Apply) {
+    fn on_apply(&mut self, i: usize, g: usize, at: Position, cmd: u64) {
         let id = self.nodes[i].id;
         let now = self.now;
-        match a {
-            Apply::Command { at, command } => {
-                let durable_quorum = self.durable_quorum(i, g, at, command.id);
-                let inc = self.nodes[i].incarnation;
-                self.histories[g].delivered(
-                    now,
-                    id,
-                    inc,
-                    at.slot,
-                    at.tag,
-                    command.id,
-                    durable_quorum,
-                );
-                if let Some(x) = &mut self.cross {
-                    if let Some(detail) = x.delivered(g, id, at.slot, command.id) {
-                        self.histories[g].violate(crate::Checker::CrossGroup, now, detail);
-                    }
-                }
-                let m = &mut self.nodes[i].groups[g].machine;
-                if m.ids.len() as u64 + 1 == at.slot {
-                    m.ids.push(command.id);
-                    m.last_tag = at.tag;
-                }
-                self.report.deliveries += 1;
-                self.timeline(i, (0, 1));
-                if self.trace.is_some() {
-                    let (slot, cid) = (at.slot, command.id);
-                    self.tracef(|| format!("n{id} g{g} delivers slot {slot} (command {cid})"));
-                }
-                self.client_delivered(i, g, command.id);
-            }
-            Apply::Restore(s) => {
-                let m = Machine::restore(&s);
-                let inc = self.nodes[i].incarnation;
-                self.histories[g].restored(now, id, inc, &m.ids);
-                self.tracef(|| format!("n{id} g{g} restores a snapshot at slot {}", s.at.slot));
-                self.nodes[i].groups[g].machine = m;
+        let durable_quorum = self.durable_quorum(i, g, at, cmd);
+        let inc = self.nodes[i].incarnation;
+        self.histories[g].delivered(now, id, inc, at.slot, at.tag, cmd, durable_quorum);
+        if let Some(x) = &mut self.cross {
+            if let Some(detail) = x.delivered(g, id, at.slot, cmd) {
+                self.histories[g].violate(Checker::CrossGroup, now, detail);
             }
         }
-    }
-
-    fn on_event(&mut self, i: usize, g: usize, e: Event) {
-        let id = self.nodes[i].id;
-        let now = self.now;
-        match e {
-            Event::View(v) => {
-                let m = &mut self.nodes[i].groups[g];
-                m.leader = v.leader;
-                m.epoch = v.epoch;
-                m.role = v.role;
-                if v.serving() && m.unrecovered {
-                    m.unrecovered = false;
-                    self.tracef(|| format!("n{id} g{g} recovered its lost state from its peers"));
-                }
-                if v.role == Role::Leading {
-                    self.histories[g].leading(now, id, v.epoch);
-                }
-                self.tracef(|| {
-                    format!(
-                        "n{id} g{g} is {:?} (leader {:?}, epoch {})",
-                        v.role, v.leader, v.epoch
-                    )
-                });
-            }
-            Event::Mode { fallback } => {
-                let key = if fallback {
-                    "to-base"
-                } else {
-                    "back-to-variant"
-                };
-                *self.report.switches.entry(key).or_default() += 1;
-                self.tracef(|| format!("n{id} g{g} switches the broadcast mode ({key})"));
-            }
-            Event::Rejected { id: cmd, .. } => self.client_rejected(i, g, cmd),
+        self.report.deliveries += 1;
+        self.timeline(i, (0, 1));
+        if self.trace.is_some() {
+            let slot = at.slot;
+            self.tracef(|| format!("n{id} g{g} delivers slot {slot} (command {cmd})"));
         }
     }
 }
 
-/// The environment of replica `g` of node `i` while it steps: the node's simulated disk
-/// (shared by its groups), the state machine, event observers and the network.
-pub(super) struct SimEnv<'a, P: Protocol> {
-    w: &'a mut World<P>,
-    i: usize,
-    g: usize,
-}
-
-impl<P: Protocol> Env<P> for SimEnv<'_, P> {
-    fn persist(&mut self, ops: &mut Vec<Op<P>>) {
-        let g = self.g;
-        self.w.nodes[self.i]
-            .disk_queue
-            .extend(ops.drain(..).map(|op| (g, op)));
-        self.w.kick_disk(self.i);
-    }
-    fn apply(&mut self, apply: Apply) {
-        self.w.on_apply(self.i, self.g, apply);
-    }
-    fn event(&mut self, event: Event) {
-        self.w.on_event(self.i, self.g, event);
-    }
-    fn transmit(&mut self, envelope: Envelope<P::Message>) {
-        self.w.transmit(self.i, self.g, envelope);
+impl<P: Hosted> World<P> {
+    /// The role of node `i`'s replica of group `g`, as last reported.
+    pub(super) fn role_of(&self, i: usize, g: usize) -> Role {
+        self.nodes[i].groups[g].role
     }
 }

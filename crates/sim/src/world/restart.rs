@@ -5,9 +5,9 @@
 //! and it is what catches a disk that lost acknowledged writes.
 
 use super::World;
-use synod_core::Protocol;
+use synod_host::Hosted;
 
-impl<P: Protocol> World<P> {
+impl<P: Hosted> World<P> {
     pub(super) fn restart_from_disk(&mut self) {
         let expected: Vec<u64> = self.histories.iter().map(|h| h.max_slot()).collect();
         self.tracef(|| format!("RESTART EVERY REPLICA FROM DISK (history: {expected:?} slots)"));
@@ -40,7 +40,7 @@ impl<P: Protocol> World<P> {
                 n.groups
                     .iter()
                     .zip(&expected)
-                    .all(|(m, &e)| m.machine.ids.len() as u64 >= e)
+                    .all(|(m, &e)| m.applied_count() >= e)
             })
         };
         if !recovered(self) {
@@ -50,8 +50,8 @@ impl<P: Protocol> World<P> {
         for i in 0..self.nodes.len() {
             let id = self.nodes[i].id;
             for g in 0..self.histories.len() {
-                let ids = &self.nodes[i].groups[g].machine.ids;
-                self.histories[g].recovered(now, id, ids);
+                let ids = self.nodes[i].groups[g].ids();
+                self.histories[g].recovered(now, id, &ids);
             }
         }
     }
