@@ -21,8 +21,9 @@ use tracing::{debug, warn};
 pub enum HostBug {
     #[default]
     None,
-    /// A command routed from another group to a replica that does not lead its group is
-    /// dropped instead of being handed to the core (which would forward it to its leader).
+    /// A command routed from another group to a replica that does not lead its group (on this
+    /// node or a peer) is dropped instead of being handed to the core (which would forward it
+    /// to its leader).
     DropRoutedAtFollower,
     /// The state machine's unacknowledged messages to other groups are never sent again (not
     /// when a replica becomes leader, nor periodically).
@@ -330,7 +331,10 @@ impl<T> Host<T> {
             return;
         }
         self.telemetry.group_message(from);
-        if self.groups.contains_key(&msg.to) {
+        if let Some(local) = self.groups.get(&msg.to) {
+            if self.cfg.bug == HostBug::DropRoutedAtFollower && local.view.leader != Some(me) {
+                return;
+            }
             let _ = self.enqueue(msg.to, msg.payload, None, now);
             return;
         }
@@ -541,6 +545,14 @@ impl<T> Host<T> {
                 self.step(id, now, |r, cx| r.submit(now, batch, cx));
             }
         }
+    }
+
+    /// Commands are queued for a core: the driver calls [`Host::flush`] once it has taken the
+    /// inputs waiting (a routed command queues too, not only a client's).
+    pub fn has_queued(&self) -> bool {
+        self.groups
+            .values()
+            .any(|s| !s.queue.is_empty() && !s.stopped)
     }
 
     /// When the host next needs [`Host::timeout`]: the earliest of every core's deadline, the

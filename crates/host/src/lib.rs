@@ -28,10 +28,12 @@
 //! | `group.rs` | one group: its core through the contract's driver loop, its machine, snapshots |
 //! | `output.rs` | what comes out for the driver |
 //! | `telemetry.rs` | what the host counts, for metrics and simulator reports |
+//! | `register.rs` | the register machine: a small map whose relays exercise messages between groups |
 
 pub mod group;
 mod host;
 pub mod output;
+pub mod register;
 pub mod telemetry;
 
 pub use group::{Group, GroupParts, GroupRunner, Hosted, SharedMachine};

@@ -8,7 +8,6 @@
 use crate::host::{Applied, GroupHandle, Status, SubmitError};
 use crate::machine::ZooKeeper;
 use crate::metrics::Metrics;
-use crate::register::{Register, RegisterCmd};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -19,6 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use synod_core::wire::Wire;
+use synod_host::register::{Register, RegisterCmd};
 use synod_zk::machine::{Reply, Txn};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;

@@ -11,7 +11,7 @@
 //! | [`build`] | the groups of this node, each with its protocol, restored from the log |
 //! | [`host`] | the loop that runs every group, the WAL thread |
 //! | [`transport`] | peer connections and frames |
-//! | [`machine`], [`register`] | the state machine interface; the register machine |
+//! | [`machine`] | the ZooKeeper tree as a group's machine (the register machine is the host's) |
 //! | [`front`] | the ZooKeeper client port |
 //! | [`admin`], [`metrics`] | the admin port and its metrics |
 
@@ -26,7 +26,6 @@ pub mod kv;
 pub mod machine;
 pub mod metrics;
 pub mod protocol;
-pub mod register;
 pub mod tls;
 pub mod transport;
 

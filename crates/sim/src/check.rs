@@ -13,6 +13,10 @@
 //! | leader | at most one leader per epoch |
 //! | liveness | after the last fault heals, the cluster settles and serves within a bound |
 //! | snapshot | a restored snapshot equals the global history prefix it claims |
+//! | acknowledged | a reply names the slot the history holds its command at, and every command a client was told of is in the history at the end |
+//! | divergence | replicas that applied the same commands have equal state-machine digests |
+//! | group-messages | every message between groups that was sent is applied in its target group, and none is left unacknowledged (the register app) |
+//! | codec | every message and storage op decodes with its own codec |
 //!
 //! [`History::up_to_commutation`] (the register workload's mode, for protocols that deliver
 //! commuting commands out of order) replaces the one global slot map with one order per clique
@@ -44,6 +48,14 @@ pub enum Checker {
     CrossGroup,
     /// A message or a storage op that its own codec cannot read back.
     Codec,
+    /// A client was told its command was delivered at a position where the history has
+    /// something else, or was told of a command the history never got.
+    Acknowledged,
+    /// Two replicas that applied the same commands hold different states.
+    Divergence,
+    /// A state machine's message to another group was not delivered there, or is still
+    /// unacknowledged at the end.
+    GroupMessages,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
 }
@@ -70,6 +82,9 @@ impl fmt::Display for Checker {
             Checker::Snapshot => "snapshot",
             Checker::CrossGroup => "cross-group",
             Checker::Codec => "codec",
+            Checker::Acknowledged => "acknowledged",
+            Checker::Divergence => "divergence",
+            Checker::GroupMessages => "group-messages",
             Checker::Panic => "panic",
         };
         f.write_str(s)
@@ -158,6 +173,43 @@ impl History {
         match &self.commute {
             Some(c) => c.distinct(),
             None => self.slots.len() as u64,
+        }
+    }
+
+    /// Whether any replica delivered `id`.
+    pub fn holds_command(&self, id: u64) -> bool {
+        match &self.commute {
+            Some(c) => c.delivered(id),
+            None => self.placed.contains_key(&id),
+        }
+    }
+
+    /// The slot `id` was first delivered at, anywhere (always `None` up to commutation).
+    pub fn slot_of(&self, id: u64) -> Option<u64> {
+        self.placed.get(&id).copied()
+    }
+
+    /// A client was answered that `id` was delivered at `slot`: the history must hold it there
+    /// (up to commutation, it must have been delivered somewhere).
+    pub fn acknowledged(&mut self, now: TimeUs, node: NodeId, id: u64, slot: u64) {
+        let known = match &self.commute {
+            Some(c) => {
+                if c.delivered(id) {
+                    return;
+                }
+                None
+            }
+            None => self.at(slot),
+        };
+        if known != Some(id) {
+            self.violate(
+                Checker::Acknowledged,
+                now,
+                format!(
+                    "n{node} told a client command {id} was delivered at slot {slot}, where the \
+                     history holds {known:?}"
+                ),
+            );
         }
     }
 

@@ -178,6 +178,8 @@ pub struct Workload {
     /// With `registers`: the fraction of commands that are barriers (a ZooKeeper multi or
     /// session operation).
     pub barrier_ratio: f64,
+    /// With [`App::Registers`]: the fraction of commands that relay a put to another group.
+    pub relay_ratio: f64,
 }
 
 impl Default for Workload {
@@ -196,6 +198,31 @@ impl Default for Workload {
             pipeline: 1,
             registers: None,
             barrier_ratio: 0.02,
+            relay_ratio: 0.3,
+        }
+    }
+}
+
+/// What the groups' state machines are, and what the clients ask of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum App {
+    /// Opaque payloads, and a machine that keeps nothing but the ids it applied: the
+    /// protocols' own properties.
+    #[default]
+    Opaque,
+    /// The register machine (synod_host::register) in every group: clients put keys of their
+    /// own and relay puts to other groups, which crosses the hosts' routing between groups and
+    /// their resending. At the end every relay delivered must be applied in its target group,
+    /// and no replica may hold an unacknowledged one.
+    Registers,
+}
+
+impl App {
+    pub fn named(name: &str) -> Option<App> {
+        match name {
+            "opaque" => Some(App::Opaque),
+            "registers" => Some(App::Registers),
+            _ => None,
         }
     }
 }
@@ -205,6 +232,8 @@ pub struct SimConfig<O> {
     pub nodes: usize,
     pub seed: u64,
     pub options: O,
+    /// The groups' state machines and the clients' commands.
+    pub app: App,
     pub net: NetModel,
     pub disk: DiskModel,
     pub cost: CostModel,
@@ -268,6 +297,7 @@ impl<O> SimConfig<O> {
             nodes,
             seed,
             options,
+            app: App::Opaque,
             net: NetModel::lan(),
             disk: DiskModel::ssd(),
             cost: CostModel::free(),
@@ -305,6 +335,7 @@ impl<O> SimConfig<O> {
             nodes: self.nodes,
             seed: self.seed,
             options,
+            app: self.app,
             net: self.net.clone(),
             disk: self.disk.clone(),
             cost: self.cost.clone(),

@@ -45,6 +45,15 @@ pub struct SimArgs {
     /// Groups: every node runs a replica of each, sharing its disk, interface and CPU.
     #[arg(long, default_value_t = 1)]
     groups: usize,
+    /// The groups' state machines and what clients ask of them: `opaque` (payloads the
+    /// protocol orders, a machine that keeps nothing) or `registers` (the register machine in
+    /// every group; clients put keys and relay puts to other groups through the hosts).
+    #[arg(long, default_value = "opaque")]
+    app: String,
+    /// Plant a bug in every node's host, to see the checkers catch it:
+    /// drop-routed-at-follower, no-resend, durable-before-write, reply-before-durable.
+    #[arg(long)]
+    plant_host: Option<String>,
     /// Whether a crash during an fsync lands part of it (`true`/`false`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     torn_writes: bool,
@@ -258,6 +267,14 @@ pub fn run(args: SimArgs) -> Result<i32> {
         bail!("--groups must be between 1 and 64");
     }
     cfg.groups = args.groups;
+    cfg.app = synod_sim::App::named(&args.app)
+        .with_context(|| format!("--app {}: known are opaque, registers", args.app))?;
+    if let Some(p) = &args.plant_host {
+        cfg.host_bug = synod_host::HostBug::named(p).with_context(|| {
+            let known: Vec<&str> = synod_host::HostBug::ALL.iter().map(|(n, _)| *n).collect();
+            format!("--plant-host {p}: known are {}", known.join(", "))
+        })?;
+    }
     cfg.disk.torn_writes = args.torn_writes;
     cfg.restart_check = args.restart_check;
     let threads = args
@@ -403,12 +420,16 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
         }
         let a = args;
         let rest = format!(
-            "--faults {} --groups {} --clients {} --think-us {} --payload {} --pipeline {} --batch {} \
+            "--faults {} --groups {} --app {}{} --clients {} --think-us {} --payload {} --pipeline {} --batch {} \
              --window-ms {} --max-faults {} --max-fault-ms {} --stay-down {} --cost {} \
              --network {} --clock-skew-ms {} --clock-drift-ppm {} --torn-writes {} \
              --restart-check {} --think-max-us {} --write-ratio {}{}",
             a.faults,
             a.groups,
+            a.app,
+            a.plant_host
+                .as_deref()
+                .map_or(String::new(), |p| format!(" --plant-host {p}")),
             a.clients.unwrap_or(6),
             a.think_us,
             a.payload,

@@ -85,6 +85,11 @@ impl Commuting {
         self.ops.insert(id, op);
     }
 
+    /// Whether `id` was delivered anywhere.
+    pub fn delivered(&self, id: u64) -> bool {
+        self.first.contains_key(&id)
+    }
+
     /// Commands delivered anywhere.
     pub fn distinct(&self) -> u64 {
         self.first.len() as u64

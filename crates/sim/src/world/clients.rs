@@ -11,6 +11,7 @@
 use super::{Ev, Token, World};
 use crate::check::Checker;
 use crate::registers::{Op, BARRIER};
+use crate::App;
 use hdrhistogram::Histogram;
 use rand_core::RngCore;
 use std::collections::VecDeque;
@@ -29,6 +30,8 @@ pub(super) struct Client {
     conn: u64,
     /// Commands submitted on this connection (their order, for the client-order checker).
     sent_on_conn: u64,
+    /// Commands submitted in all.
+    sent: u64,
 }
 
 impl Client {
@@ -40,6 +43,7 @@ impl Client {
             attempt: 0,
             conn: 0,
             sent_on_conn: 0,
+            sent: 0,
         }
     }
 
@@ -132,11 +136,14 @@ impl<P: Hosted> World<P> {
             .workload
             .registers
             .map(|k| self.register_op(c as u64, k));
-        let payload = match op {
-            Some(op) => op.encode(self.cfg.workload.payload_bytes),
-            None => self.payload.clone(),
+        let n = self.clients[c].sent;
+        let (payload, relay) = match (op, self.cfg.app) {
+            (Some(op), _) => (op.encode(self.cfg.workload.payload_bytes), None),
+            (None, App::Registers) => self.register_command(c, g, n),
+            (None, App::Opaque) => (self.payload.clone(), None),
         };
         let cl = &mut self.clients[c];
+        cl.sent += 1;
         cl.sent_on_conn += 1;
         let session = (c as u64, cl.conn, cl.sent_on_conn);
         let token: Token = (c, cl.conn);
@@ -153,6 +160,9 @@ impl<P: Hosted> World<P> {
         match op {
             Some(op) => self.histories[g].submitted_op(id, session, op),
             None => self.histories[g].submitted_by(id, session),
+        }
+        if let Some((from, to, key, value)) = relay {
+            self.relays.push((id, from, to, key, value));
         }
         self.clients[c]
             .outstanding
@@ -242,11 +252,17 @@ impl<P: Hosted> World<P> {
     /// Node `i`'s host answered a client: its command was delivered there, or refused. An
     /// answer on a connection the client gave up is ignored.
     pub(super) fn client_reply(&mut self, i: usize, (c, conn): Token, result: SubmitResult) {
+        let g = self.clients[c].group;
+        if let Ok(a) = &result {
+            // Whoever waits for it, an answer must be true.
+            let (now, node) = (self.now, self.nodes[i].id);
+            self.histories[g].acknowledged(now, node, a.id, a.at.slot);
+            self.acknowledged.push((g, a.id));
+        }
         let cl = &self.clients[c];
         if cl.conn != conn || cl.node != i {
             return;
         }
-        let g = cl.group;
         match result {
             Ok(a) => self.client_delivered(i, g, a.id),
             Err(_) => self.client_refused(c),

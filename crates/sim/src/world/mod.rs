@@ -19,6 +19,7 @@
 //! | `nemesis.rs` | injecting and healing faults, and settling after the last one |
 //! | `restart.rs` | the end of every run: every replica restarted from its disk alone |
 
+mod app;
 mod clients;
 mod disk;
 mod nemesis;
@@ -155,6 +156,12 @@ pub struct World<P: Protocol> {
     /// Outstanding command id → the client waiting for it (lookups only: no iteration, so
     /// the hasher's randomness cannot reach the run).
     waiting: std::collections::HashMap<u64, usize>,
+    /// Commands a client was told were delivered, by group: each must be in the history at
+    /// the end.
+    acknowledged: Vec<(usize, u64)>,
+    /// The register app's relays, in submission order: (command id, from group, to group,
+    /// key, value).
+    relays: Vec<(u64, usize, usize, String, Bytes)>,
 }
 
 /// Messages and latencies by role, kept in arrays while the run goes.
@@ -250,7 +257,7 @@ impl<P: Hosted> World<P> {
                 let offset = between(&mut clock_rng, 0, clock_model.max_offset_us);
                 Node::new(
                     i as NodeId + 1,
-                    (0..groups).map(|_| replicas::machine()).collect(),
+                    (0..groups).map(|g| replicas::machine(cfg.app, g)).collect(),
                     Clock::new(offset, rate_ppm),
                     i < cfg.stay_down,
                 )
@@ -293,6 +300,8 @@ impl<P: Hosted> World<P> {
             counts: Default::default(),
             warm: (0, 0),
             waiting: Default::default(),
+            acknowledged: Vec::new(),
+            relays: Vec::new(),
             cfg,
         }
     }
@@ -456,10 +465,9 @@ impl<P: Hosted> World<P> {
         }
         self.histories.iter().enumerate().all(|(g, h)| {
             let max = h.max_slot();
-            self.nodes
-                .iter()
-                .filter(|n| !n.stays_down)
-                .all(|n| n.up && n.groups[g].applied_count() == max)
+            self.nodes.iter().filter(|n| !n.stays_down).all(|n| {
+                n.up && n.groups[g].applied_count() == max && n.groups[g].unacknowledged() == 0
+            })
         }) && self.clients.iter().all(|c| !c.waiting_tracked())
     }
 
@@ -500,6 +508,7 @@ impl<P: Hosted> World<P> {
                 self.histories[g].final_state(now, id, &ids);
             }
         }
+        self.app_checks();
     }
 
     /// The node an event runs on, when it runs on one (its CPU, its pause).

@@ -10,6 +10,7 @@ use synod_core::wire::{get_bytes, get_count, get_u64, WireError, MAX_BYTES};
 use synod_core::{
     Command, GroupMessage, NodeId, Position, Protocol, Role, Snapshot, StateMachine, TimeUs, View,
 };
+use synod_host::register::Register;
 use synod_host::Host;
 use synod_log::WalOp;
 
@@ -127,6 +128,36 @@ impl StateMachine for Vacant {
     }
 }
 
+/// A machine the simulator also reads from outside (the register app's checks): the host's
+/// group applies to it through this handle, the checkers read it through theirs.
+pub(crate) struct Shared<S>(pub(crate) Arc<Mutex<S>>);
+
+impl<S: StateMachine> StateMachine for Shared<S> {
+    fn apply(&mut self, at: Position, command: &Command, out: &mut Vec<GroupMessage>) -> Bytes {
+        self.0.lock().expect("machine").apply(at, command, out)
+    }
+
+    fn snapshot_view(&self) -> Box<dyn FnOnce() -> Bytes + Send> {
+        self.0.lock().expect("machine").snapshot_view()
+    }
+
+    fn restore(&mut self, s: &Snapshot) -> Result<(), WireError> {
+        self.0.lock().expect("machine").restore(s)
+    }
+
+    fn applied(&self) -> Position {
+        self.0.lock().expect("machine").applied()
+    }
+
+    fn digest(&self) -> u64 {
+        self.0.lock().expect("machine").digest()
+    }
+
+    fn pending(&self, out: &mut Vec<GroupMessage>) {
+        self.0.lock().expect("machine").pending(out)
+    }
+}
+
 /// A node's replica of one group, as the simulator sees it from outside the host.
 pub(super) struct Member<P: Protocol> {
     /// What the node's disk holds for the group: its ops as the log encoded them, decoded and
@@ -134,6 +165,8 @@ pub(super) struct Member<P: Protocol> {
     pub(super) durable: Durable<P>,
     /// The group's state machine in the running host (replaced at every start).
     pub(super) machine: Arc<Mutex<Recorder>>,
+    /// With the register app: the register machine inside it.
+    pub(super) register: Option<Arc<Mutex<Register>>>,
     pub(super) role: Role,
     pub(super) leader: Option<NodeId>,
     pub(super) epoch: u64,
@@ -146,10 +179,11 @@ pub(super) struct Member<P: Protocol> {
 }
 
 impl<P: Protocol> Member<P> {
-    pub(super) fn new(machine: Arc<Mutex<Recorder>>) -> Self {
+    pub(super) fn new((machine, register): super::replicas::Machines) -> Self {
         Member {
             durable: Default::default(),
             machine,
+            register,
             role: Role::Electing,
             leader: None,
             epoch: 0,
@@ -174,6 +208,19 @@ impl<P: Protocol> Member<P> {
 
     pub(super) fn applied_count(&self) -> u64 {
         self.machine.lock().expect("machine").ids.len() as u64
+    }
+
+    /// The machine's applied count and digest.
+    pub(super) fn digest(&self) -> (u64, u64) {
+        let m = self.machine.lock().expect("machine");
+        (m.ids.len() as u64, m.digest())
+    }
+
+    /// Messages to other groups the register machine holds unacknowledged (0 for other apps).
+    pub(super) fn unacknowledged(&self) -> usize {
+        self.register
+            .as_ref()
+            .map_or(0, |r| r.lock().expect("register").unacknowledged())
     }
 }
 
@@ -221,7 +268,7 @@ pub(super) struct Node<P: Protocol> {
 impl<P: Protocol> Node<P> {
     pub(super) fn new(
         id: NodeId,
-        machines: Vec<Arc<Mutex<Recorder>>>,
+        machines: Vec<super::replicas::Machines>,
         clock: Clock,
         stays_down: bool,
     ) -> Self {

@@ -3,20 +3,36 @@
 //! replies to the clients, snapshots, views) and what it observed (every delivery, for the
 //! checkers).
 
-use super::node::{Recorder, Vacant};
+use super::node::{Recorder, Shared, Vacant};
 use super::telemetry::SimTelemetry;
 use super::{mix, Token, World, OUTBOX_LIMIT};
 use crate::check::Checker;
+use crate::App;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use synod_core::{Cluster, GroupId, NodeId, Position, Role, Snapshot, StateMachine, TimeUs};
+use synod_host::register::Register;
 use synod_host::{
     Group, GroupParts, GroupRunner, Host, HostConfig, Hosted, Observed, Outputs, SharedMachine,
 };
 
-/// A group's state machine for the simulation: the checkers' recorder around the real machine.
-pub(super) fn machine() -> Arc<Mutex<Recorder>> {
-    Arc::new(Mutex::new(Recorder::new(Box::new(Vacant::default()))))
+/// A group's state machine for the simulation: the checkers' recorder around the real machine,
+/// and the real machine where the checkers read it too.
+pub(super) type Machines = (Arc<Mutex<Recorder>>, Option<Arc<Mutex<Register>>>);
+
+/// Group `g`'s state machine under `app`.
+pub(super) fn machine(app: App, g: usize) -> Machines {
+    match app {
+        App::Opaque => (
+            Arc::new(Mutex::new(Recorder::new(Box::new(Vacant::default())))),
+            None,
+        ),
+        App::Registers => {
+            let r = Arc::new(Mutex::new(Register::new(g as GroupId)));
+            let inner = Box::new(Shared(r.clone()));
+            (Arc::new(Mutex::new(Recorder::new(inner))), Some(r))
+        }
+    }
 }
 
 impl<P: Hosted> World<P> {
@@ -29,7 +45,7 @@ impl<P: Hosted> World<P> {
         let members: Vec<NodeId> = (1..=self.cfg.nodes as NodeId).collect();
         let mut runners: Vec<Box<dyn GroupRunner>> = Vec::new();
         for g in 0..self.nodes[i].groups.len() {
-            let machine = machine();
+            let (machine, register) = machine(self.cfg.app, g);
             let restored = {
                 let m = &self.nodes[i].groups[g];
                 match &m.durable.snapshot {
@@ -42,6 +58,7 @@ impl<P: Hosted> World<P> {
                 }
             };
             self.nodes[i].groups[g].machine = machine.clone();
+            self.nodes[i].groups[g].register = register;
             self.nodes[i].groups[g].leader = None;
             let cluster = Cluster::new(id, members.clone());
             let seed = mix(self.cfg.seed, (id as u64) << 32 | inc) ^ (g as u64) << 56;
@@ -130,6 +147,19 @@ impl<P: Hosted> World<P> {
             }
         }
         if self.nodes[i].incarnation == incarnation && self.nodes[i].up {
+            // Commands queued by this step (routed from another group, or a client's) reach
+            // the cores once every event of this instant has run: one batch, as in the server.
+            if host.has_queued() && !self.nodes[i].flush_pending {
+                self.nodes[i].flush_pending = true;
+                let now = self.now;
+                self.at(
+                    now,
+                    super::Ev::Flush {
+                        node: i,
+                        incarnation,
+                    },
+                );
+            }
             self.nodes[i].host = Some(host);
         }
         let cost_us = std::mem::take(&mut self.step_cost_ns).div_ceil(1_000);
@@ -190,6 +220,7 @@ impl<P: Hosted> World<P> {
         match o {
             Observed::Submitted { group, id: cmd } => {
                 self.histories[group as usize].submitted(cmd);
+                self.tracef(|| format!("n{id} g{group} queues command {cmd}"));
             }
             Observed::Applied { group, at, id: cmd } => self.on_apply(i, group as usize, at, cmd),
             Observed::Restored { group, snapshot } => {

@@ -35,12 +35,15 @@ impl<P: Hosted> World<P> {
             self.start_node(i);
         }
         let deadline = self.now + 2 * self.cfg.liveness_bound_us.max(2_000_000);
+        // Every replica must reach the whole history: what was delivered before the restart, and
+        // what the machines' resent messages to other groups add after it.
         let recovered = |w: &Self| {
             w.nodes.iter().all(|n| {
                 n.groups
                     .iter()
                     .zip(&expected)
-                    .all(|(m, &e)| m.applied_count() >= e)
+                    .zip(&w.histories)
+                    .all(|((m, &e), h)| m.applied_count() >= e.max(h.max_slot()))
             })
         };
         if !recovered(self) {

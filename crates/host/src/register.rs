@@ -10,15 +10,17 @@
 //! `ack` back; the sender's `ack` removes the entry. A new leader emits every entry still in the
 //! outbox again ([`StateMachine::pending`]), so a message outlives the failure of the leader
 //! that first sent it.
+//!
+//! The simulator runs it too (`synod sim --app registers`): relays between groups are what
+//! exercise the host's routing and resending there.
 
-use crate::machine::{GroupMessage, StateMachine};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::collections::{BTreeMap, BTreeSet};
 use synod_core::wire::{
     get_bytes, get_count, get_string, get_u32, get_u64, get_u8, put_bytes, put_str, Wire,
     WireError, WireResult,
 };
-use synod_core::{Command, GroupId, Position, Snapshot};
+use synod_core::{Command, GroupId, GroupMessage, Position, Snapshot, StateMachine};
 
 const MAX_KEY: u64 = 4096;
 const MAX_VALUE: u64 = 1 << 24;
