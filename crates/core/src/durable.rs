@@ -125,6 +125,19 @@ impl<R: LogRecord, H: Clone> DurableState<R, H> {
         }
     }
 
+    /// [`DurableState::apply`], taking the op: its records move in instead of being cloned.
+    pub fn apply_owned(&mut self, op: StorageOp<R, H>) {
+        match op {
+            StorageOp::Append(rs) => {
+                for r in rs {
+                    self.records.insert(r.key(), r);
+                }
+            }
+            StorageOp::SetHard(h) => self.hard = h,
+            op => self.apply(&op),
+        }
+    }
+
     fn drop_through(&mut self, key: u64) {
         match key.checked_add(1) {
             Some(first) => self.records = self.records.split_off(&first),

@@ -14,7 +14,7 @@ use synod_core::replica::{Env, Replica};
 use synod_core::wire::{Wire, WireError};
 use synod_core::{
     Apply, Command, Dest, Envelope, Event, GroupId, GroupMessage, Input, MessageKind, NodeId,
-    Persist, Position, Protocol, Reject, Role, Snapshot, StateMachine, TimeUs, View,
+    Persist, Position, Protocol, Reject, Role, Snapshot, StateMachine, TimeUs, View, WireSize,
 };
 use synod_log::WalOp;
 use tracing::{debug, info};
@@ -414,7 +414,10 @@ where
 
     fn transmit(&mut self, envelope: Envelope<P::Message>) {
         let kind = envelope.msg.kind();
-        let data = envelope.msg.to_bytes();
+        // One allocation: the estimate is the encoded size (plus a little slack).
+        let mut buf = bytes::BytesMut::with_capacity(envelope.msg.wire_size() + 16);
+        envelope.msg.encode(&mut buf);
+        let data = buf.freeze();
         let (group, me) = (self.group, self.me);
         let frame = |to| Transmit {
             to,

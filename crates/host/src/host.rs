@@ -474,11 +474,26 @@ impl<T> Host<T> {
         }
     }
 
+    /// The group after `after` (the first with `None`), in id order: how the host walks its
+    /// groups while stepping them (no list of ids to allocate).
+    fn next_group(&self, after: Option<GroupId>) -> Option<GroupId> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        match after {
+            None => self.groups.keys().next().copied(),
+            Some(a) => self
+                .groups
+                .range((Excluded(a), Unbounded))
+                .next()
+                .map(|(&id, _)| id),
+        }
+    }
+
     /// The connection with `peer` broke: messages in flight may be lost.
     pub fn disconnected(&mut self, now: TimeUs, peer: NodeId) {
         let now = self.clock(now);
-        let ids: Vec<GroupId> = self.groups.keys().copied().collect();
-        for id in ids {
+        let mut cur = None;
+        while let Some(id) = self.next_group(cur) {
+            cur = Some(id);
             self.step(id, now, |r, cx| r.disconnected(now, peer, cx));
         }
     }
@@ -514,13 +529,9 @@ impl<T> Host<T> {
     /// form one batch.
     pub fn flush(&mut self, now: TimeUs) {
         let now = self.clock(now);
-        let ids: Vec<GroupId> = self
-            .groups
-            .iter()
-            .filter(|(_, s)| !s.queue.is_empty())
-            .map(|(&id, _)| id)
-            .collect();
-        for id in ids {
+        let mut cur = None;
+        while let Some(id) = self.next_group(cur) {
+            cur = Some(id);
             while let Some(slot) = self
                 .groups
                 .get_mut(&id)
@@ -575,14 +586,13 @@ impl<T> Host<T> {
     /// long, and send the machines' unacknowledged messages again when it is time.
     pub fn timeout(&mut self, now: TimeUs) {
         let now = self.clock(now);
-        let due: Vec<GroupId> = self
-            .groups
-            .iter()
-            .filter(|(_, s)| !s.stopped && s.runner.deadline().is_some_and(|d| d <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
-            self.step(id, now, |r, cx| r.wake(now, cx));
+        let mut cur = None;
+        while let Some(id) = self.next_group(cur) {
+            cur = Some(id);
+            let s = &self.groups[&id];
+            if !s.stopped && s.runner.deadline().is_some_and(|d| d <= now) {
+                self.step(id, now, |r, cx| r.wake(now, cx));
+            }
         }
         for slot in self.groups.values_mut() {
             while let Some(&(at, cmd)) = slot.expiry.front() {

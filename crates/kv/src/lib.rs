@@ -12,6 +12,7 @@
 pub mod bucket;
 pub mod channel;
 pub mod locks;
+pub mod machine;
 pub mod route;
 pub mod sim;
 pub mod twopc;
@@ -19,6 +20,7 @@ pub mod txn;
 
 pub use bucket::Bucket;
 pub use channel::Out;
+pub use machine::KvMachine;
 pub use txn::{Cmd, Decided, Msg, Op, OpKind, Outcome, Reply, TxnId};
 
 #[cfg(test)]

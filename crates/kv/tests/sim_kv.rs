@@ -1,12 +1,14 @@
-//! The transaction layer's fault simulator: sweeps under faults with the serializability
-//! checker, planted bugs it must catch, and the four scenarios as scripted runs through
-//! the simulated world (masters failing over at chosen moments, fixed delays).
+//! The bucket-level world (a bucket is one master that fails over): the four scenarios of the
+//! transaction layer as scripted runs (masters failing over at chosen moments, fixed delays),
+//! and the CPU cost model of the scaling experiment. The fault sweeps with the serializability
+//! checker run on whole nodes over real cores: crates/protocols/tests/sim_kv.rs
+//! (`synod sim --kv`).
 
 use bytes::Bytes;
 use synod_core::wire::Wire;
 use synod_kv::route::bucket_of;
 use synod_kv::sim::world::{ClientEvent, NetCfg, ReplyTo, World};
-use synod_kv::sim::{run, sweep, KvReport, KvSimConfig, Plant};
+use synod_kv::sim::{sweep, KvReport, KvSimConfig};
 use synod_kv::{Cmd, Op, OpKind, Outcome, Reply, TxnId};
 
 fn show(r: &KvReport) -> String {
@@ -17,142 +19,12 @@ fn show(r: &KvReport) -> String {
     s
 }
 
-#[test]
-fn three_hundred_seeds_under_faults_are_clean() {
-    let r = sweep(&KvSimConfig::default(), 0..300);
-    for f in &r.failures {
-        eprintln!("{}", show(f));
-    }
-    assert!(r.ok(), "{} of 300 seeds failed", r.failures.len());
-    let t = &r.total;
-    // The sweep exercises what it claims to.
-    assert!(t.committed_multi > 10_000, "{}", t.summary());
-    assert!(
-        t.reverts > 1_000 && t.fast_aborts > 1_000,
-        "{}",
-        t.summary()
-    );
-    assert!(t.failovers > 300 && t.restores > 200, "{}", t.summary());
-    assert!(t.unknown > 0, "some clients gave up during the faults");
-}
-
 fn clean(cfg: &KvSimConfig, seeds: std::ops::Range<u64>) {
     let r = sweep(cfg, seeds);
     for f in &r.failures {
         eprintln!("{}", show(f));
     }
     assert!(r.ok(), "{} seeds failed", r.failures.len());
-}
-
-#[test]
-fn skewed_keys_and_more_buckets_are_clean() {
-    let mut cfg = KvSimConfig::default();
-    cfg.workload.zipf = 1.0;
-    cfg.buckets = 5;
-    cfg.workload.max_ops = 8;
-    clean(&cfg, 1000..1040);
-}
-
-#[test]
-fn harsher_networks_are_clean() {
-    // Messages between buckets out of their lane's order (each costs a re-send period), more
-    // loss, duplicates and slow clients.
-    let mut cfg = KvSimConfig::default();
-    cfg.net.reorder = 0.02;
-    cfg.net.loss = 0.2;
-    cfg.net.dup = 0.2;
-    cfg.net.slow = 0.1;
-    clean(&cfg, 2000..2040);
-}
-
-#[test]
-fn long_fault_windows_with_many_failovers_and_restores_are_clean() {
-    let mut cfg = KvSimConfig {
-        window_us: 20_000_000,
-        max_faults: 60,
-        restore_ratio: 0.5,
-        ..KvSimConfig::default()
-    };
-    cfg.net.failover_us.1 = 200_000;
-    clean(&cfg, 3000..3030);
-}
-
-#[test]
-fn decisions_kept_only_briefly_are_clean() {
-    // A coordinator forgets a decision 300 ms after the transaction began: late retries are
-    // refused as too old (their clients never learn the outcome, by design), nothing else
-    // changes.
-    let mut cfg = KvSimConfig::default();
-    cfg.net.retain_us = 300_000;
-    clean(&cfg, 4000..4040);
-}
-
-#[test]
-fn blind_write_heavy_transactions_are_clean() {
-    let mut cfg = KvSimConfig::default();
-    cfg.workload.blind = 1.0;
-    cfg.workload.mix = (2, 5, 3);
-    cfg.workload.keys = 6;
-    clean(&cfg, 5000..5040);
-}
-
-/// A sweep sized by the environment, for hunting: `KV_SEEDS=0..20000 cargo test --release -p
-/// synod-kv --test sim_kv -- --ignored --nocapture env_sweep`.
-#[test]
-#[ignore = "a long sweep, run by hand"]
-fn env_sweep() {
-    let seeds = std::env::var("KV_SEEDS").unwrap_or_else(|_| "0..2000".into());
-    let (a, b) = seeds.split_once("..").expect("KV_SEEDS=START..END");
-    let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let r = synod_kv::sim::sweep_threads(&KvSimConfig::default(), a..b, threads);
-    for f in &r.failures {
-        eprintln!("{}", show(f));
-    }
-    eprintln!("{} runs: {}", r.total.runs, r.total.summary());
-    assert!(r.ok());
-}
-
-#[test]
-fn a_quiet_run_is_clean() {
-    let r = run(&KvSimConfig::quiet());
-    assert!(r.ok(), "{}", show(&r));
-    assert_eq!(r.unknown, 0);
-    assert_eq!(r.failovers + r.restores, 0);
-    assert!(r.committed_multi > 50, "{}", r.summary());
-}
-
-#[test]
-fn a_seed_replays_exactly() {
-    let a = run(&KvSimConfig::default());
-    let b = run(&KvSimConfig::default());
-    assert_eq!(a.summary(), b.summary());
-    assert_eq!(a.virtual_us, b.virtual_us);
-}
-
-/// The first seed of `0..n` in which `plant` is reported by the history checker.
-fn first_caught(plant: Plant, n: u64) -> Option<u64> {
-    (0..n).find(|&seed| {
-        let r = run(&KvSimConfig {
-            seed,
-            plant,
-            ..KvSimConfig::default()
-        });
-        !r.anomalies.is_empty()
-    })
-}
-
-#[test]
-fn the_checker_catches_versions_reset_on_delete() {
-    // The thesis prototype's ABA (sconekv.md §11.9): caught at seed 0 (DuplicateVersion: a
-    // key's version 1 installed again after a delete), and so at every seed of 0..10 tried.
-    assert_eq!(first_caught(Plant::ResetOnDelete, 3), Some(0));
-}
-
-#[test]
-// Seed 0 already shows write skew (G2) with reads left unvalidated.
-fn the_checker_catches_reads_not_validated() {
-    assert_eq!(first_caught(Plant::SkipReadValidation, 3), Some(0));
 }
 
 // ---- Scripted scenarios ------------------------------------------------------------------

@@ -14,9 +14,27 @@ where
 {
     let body = match op {
         StorageOp::SetHard(h) => OpBody::Hard(h.to_bytes()),
-        StorageOp::Append(rs) => OpBody::Append {
-            records: rs.iter().map(|r| (r.key(), r.to_bytes())).collect(),
-        },
+        StorageOp::Append(rs) => {
+            // Every record into one buffer, then a slice each: one allocation per op.
+            let mut buf = bytes::BytesMut::new();
+            let mut ends = Vec::with_capacity(rs.len());
+            for r in rs {
+                r.encode(&mut buf);
+                ends.push((r.key(), buf.len()));
+            }
+            let all = buf.freeze();
+            let mut start = 0;
+            OpBody::Append {
+                records: ends
+                    .into_iter()
+                    .map(|(key, end)| {
+                        let b = all.slice(start..end);
+                        start = end;
+                        (key, b)
+                    })
+                    .collect(),
+            }
+        }
         StorageOp::Truncate { after_key } => OpBody::Truncate {
             after_key: *after_key,
         },

@@ -204,7 +204,7 @@ impl Default for Workload {
 }
 
 /// What the groups' state machines are, and what the clients ask of them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub enum App {
     /// Opaque payloads, and a machine that keeps nothing but the ids it applied: the
     /// protocols' own properties.
@@ -215,6 +215,11 @@ pub enum App {
     /// their resending. At the end every relay delivered must be applied in its target group,
     /// and no replica may hold an unacknowledged one.
     Registers,
+    /// SconeKV: group `b` is bucket `b` (synod_kv::KvMachine), transactional clients
+    /// (synod_kv::sim::clients) read from the buckets' leaders and commit through two-phase
+    /// commit between bucket groups, and SconeKV's checkers (serializability, atomicity,
+    /// agreement of outcomes, liveness) run on every seed.
+    Kv(KvApp),
 }
 
 impl App {
@@ -222,7 +227,36 @@ impl App {
         match name {
             "opaque" => Some(App::Opaque),
             "registers" => Some(App::Registers),
+            "kv" => Some(App::Kv(KvApp::default())),
             _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            App::Opaque => "opaque",
+            App::Registers => "registers",
+            App::Kv(_) => "kv",
+        }
+    }
+}
+
+/// The SconeKV app's clients and buckets.
+#[derive(Clone, Debug)]
+pub struct KvApp {
+    pub workload: synod_kv::sim::clients::Workload,
+    /// A bug planted in every bucket (to see the checkers catch it).
+    pub plant: synod_kv::sim::Plant,
+    /// How long a bucket keeps a decision.
+    pub retain_us: u64,
+}
+
+impl Default for KvApp {
+    fn default() -> Self {
+        KvApp {
+            workload: Default::default(),
+            plant: Default::default(),
+            retain_us: 10_000_000,
         }
     }
 }
@@ -335,7 +369,7 @@ impl<O> SimConfig<O> {
             nodes: self.nodes,
             seed: self.seed,
             options,
-            app: self.app,
+            app: self.app.clone(),
             net: self.net.clone(),
             disk: self.disk.clone(),
             cost: self.cost.clone(),
@@ -400,6 +434,8 @@ pub struct Report {
     pub msgs_out: BTreeMap<&'static str, u64>,
     /// Time from healing to a settled cluster, per run.
     pub settle_us: Vec<u64>,
+    /// With the SconeKV app: its transactions (summed) and the runs that failed its checks.
+    pub kv: Option<synod_kv::sim::KvSweep>,
     /// Broadcast-mode switches of switching variants: "to-base" (e.g. ZabCT → Zab) and
     /// "back-to-variant".
     pub switches: BTreeMap<&'static str, u64>,
@@ -483,6 +519,14 @@ impl Report {
             *self.msgs_out.entry(k).or_default() += v;
         }
         self.settle_us.extend(r.settle_us);
+        if let Some(mut k) = r.kv {
+            let mine = self.kv.get_or_insert_with(Default::default);
+            for f in k.failures.iter_mut() {
+                f.seed = seed;
+            }
+            mine.total.add(&k.total);
+            mine.failures.append(&mut k.failures);
+        }
         for (k, v) in r.switches {
             *self.switches.entry(k).or_default() += v;
         }

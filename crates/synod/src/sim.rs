@@ -112,10 +112,11 @@ pub struct SimArgs {
     /// Worker threads (default: available cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Simulate SconeKV's transaction layer instead of a protocol: buckets whose masters fail
-    /// over, 2PC between them, closed-loop transactional clients, and the serializability
-    /// checker on every seed (synod_kv::sim). Uses --seeds/--seed, --clients, --faults
-    /// (none, or anything else for all), --window-ms, --max-faults, --threads.
+    /// Simulate SconeKV on whole nodes: every bucket a group of real replicas of --protocol
+    /// (zab, paxos, …), two-phase commit between bucket groups through the hosts, closed-loop
+    /// transactional clients, and SconeKV's checkers (serializability, atomicity, outcomes,
+    /// liveness) with the protocol checkers on every seed. Uses --protocol, --nodes,
+    /// --seeds/--seed, --clients, --faults, --window-ms, --max-faults, --threads.
     #[arg(long)]
     kv: bool,
     /// With --kv: buckets.
@@ -458,124 +459,136 @@ fn print_report(args: &SimArgs, r: &Report, seeds: &std::ops::Range<u64>, wall_s
     }
 }
 
-/// `synod sim --kv`: sweep seeds of the transaction layer's simulator.
+/// `synod sim --kv`: SconeKV on whole nodes (every bucket a group of real replicas of the
+/// chosen protocol), its transactional clients, and its checkers on every seed.
 mod kv {
-    use super::{parse_range, SimArgs};
+    use super::{parse_range, protocols, SimArgs};
     use anyhow::{bail, Context, Result};
     use std::time::Instant;
-    use synod_kv::sim::{self, KvSimConfig, Plant};
+    use synod_kv::sim::Plant;
+    use synod_sim::SimConfig;
 
     pub fn run(a: &SimArgs) -> Result<i32> {
         if a.scaling {
             return scaling(a);
         }
-        let mut cfg = KvSimConfig::default();
+        let mut app = synod_sim::KvApp::default();
         if !(1..=64).contains(&a.buckets) {
             bail!("--buckets must be between 1 and 64");
         }
-        cfg.buckets = a.buckets;
         if !(1..=100_000).contains(&a.keys) {
             bail!("--keys must be between 1 and 100000");
         }
-        cfg.workload.keys = a.keys;
+        app.workload.keys = a.keys;
         let clients = a.clients.unwrap_or(8);
         if !(1..=1024).contains(&clients) {
             bail!("--clients must be between 1 and 1024");
         }
-        cfg.workload.clients = clients as u32;
-        cfg.workload.txns = a.txns;
+        app.workload.clients = clients as u32;
+        app.workload.txns = a.txns;
         if !(0.0..=5.0).contains(&a.zipf) {
             bail!("--zipf must be between 0 and 5");
         }
-        cfg.workload.zipf = a.zipf;
-        cfg.faults = a.faults != "none";
-        cfg.window_us = a.window_ms.unwrap_or(3_000) * 1_000;
-        cfg.max_faults = a.max_faults.unwrap_or(6).max(1);
-        cfg.plant = match a.plant.as_deref() {
+        app.workload.zipf = a.zipf;
+        app.plant = match a.plant.as_deref() {
             None | Some("none") => Plant::None,
             Some("reset-on-delete") => Plant::ResetOnDelete,
             Some("skip-read-validation") => Plant::SkipReadValidation,
             Some(p) => bail!("--plant {p}: known are reset-on-delete, skip-read-validation"),
         };
-        let seeds = match a.seed {
-            Some(s) => s..s + 1,
-            None => parse_range(&a.seeds)?,
-        };
+        protocols::check_name(&a.protocol).map_err(anyhow::Error::msg)?;
+        protocols::check_size(&a.protocol, a.nodes).map_err(anyhow::Error::msg)?;
+        let mut cfg = SimConfig::new(a.nodes, 0, ());
+        cfg.faults = a.faults.parse().map_err(anyhow::Error::msg)?;
+        cfg.app = synod_sim::App::Kv(app);
+        cfg.groups = a.buckets as usize;
+        // Only the transactional clients: no protocol clients, no tracked commands.
+        cfg.workload.clients = 0;
+        cfg.workload.liveness_commands = 0;
+        cfg.fault_window_us = a.window_ms.unwrap_or(3_000) * 1_000;
+        cfg.max_faults = a.max_faults.unwrap_or(6).max(1);
+        cfg.max_fault_us = a.max_fault_ms * 1_000;
+        if let Some(p) = &a.plant_host {
+            cfg.host_bug = synod_host::HostBug::named(p)
+                .with_context(|| format!("--plant-host {p}: not a host bug"))?;
+        }
         let threads = a
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        // A panic inside a bucket is reported with its seed (the run catches it): keep the
-        // default hook from printing every one of them.
-        std::panic::set_hook(Box::new(|_| {}));
         let started = Instant::now();
-        let r = match a.seed {
+        let (report, seeds) = match a.seed {
             Some(seed) => {
-                let one = sim::run(&KvSimConfig {
-                    seed,
-                    trace: a.trace,
-                    ..cfg.clone()
-                });
-                for line in &one.trace {
-                    println!("{line}");
+                cfg.seed = seed;
+                cfg.trace = a.trace;
+                let (r, trace) =
+                    protocols::run_named_one(&a.protocol, &cfg).map_err(anyhow::Error::msg)?;
+                if let Some(t) = trace {
+                    print!("{t}");
                 }
-                let mut r = sim::KvSweep::default();
-                r.add(one);
-                r
+                let mut total = synod_sim::Report::default();
+                total.merge(seed, r);
+                (total, seed..seed + 1)
             }
-            None => sim::sweep_threads(&cfg, seeds.clone(), threads),
+            None => {
+                let seeds = parse_range(&a.seeds)?;
+                let r = protocols::run_named_seeds(&a.protocol, &cfg, seeds.clone(), threads)
+                    .map_err(anyhow::Error::msg)?;
+                (r, seeds)
+            }
         };
         let wall = started.elapsed().as_secs_f64();
         println!(
-            "synod sim --kv: {} buckets, {} clients x {} txns, {} keys (zipf {}), seeds {}..{}, \
-             faults {}{}",
-            cfg.buckets,
+            "synod sim --kv: protocol {}, {} nodes, {} buckets, {} clients x {} txns, {} keys \
+             (zipf {}), seeds {}..{}, faults {}{}",
+            a.protocol,
+            a.nodes,
+            a.buckets,
             clients,
-            cfg.workload.txns,
-            cfg.workload.keys,
-            cfg.workload.zipf,
+            a.txns,
+            a.keys,
+            a.zipf,
             seeds.start,
             seeds.end,
-            if cfg.faults { "on" } else { "off" },
-            match cfg.plant {
-                Plant::None => String::new(),
-                p => format!(", planted {p:?}"),
-            }
+            a.faults,
+            a.plant
+                .as_deref()
+                .map_or(String::new(), |p| format!(", planted {p}"))
         );
-        for f in &r.failures {
-            println!("  seed {}: {}", f.seed, f.summary());
-            if a.seed.is_some() {
-                for x in f.anomalies.iter().chain(&f.violations) {
-                    println!("    {x}");
-                }
-            }
+        if let Some(kv) = &report.kv {
+            println!("transactions: {}", kv.total.summary());
         }
-        let t = &r.total;
+        let failing = report.failing_seeds();
+        for (seed, v) in report.failures.iter().take(20) {
+            println!("  seed {seed}: {v}");
+        }
         println!(
-            "total: {} runs, {} failing; {} (virtual time); {:.1} s wall",
-            t.runs,
-            r.failures.len(),
-            t.summary(),
+            "total: {} runs, {} failing; {} deliveries; {:.1} s wall",
+            report.runs,
+            failing.len(),
+            report.deliveries,
             wall
         );
-        if let Some(f) = r.failures.first() {
+        if let Some(seed) = failing.first() {
             println!(
-                "reproduce: synod sim --kv --buckets {} --clients {} --keys {} --txns {} --zipf {} \
-                 --faults {} --window-ms {} --max-faults {}{} --seed {} --trace",
-                cfg.buckets,
+                "reproduce: synod sim --kv --protocol {} --nodes {} --buckets {} --clients {} \
+                 --keys {} --txns {} --zipf {} --faults {} --window-ms {} --max-faults {}{} \
+                 --seed {seed} --trace",
+                a.protocol,
+                a.nodes,
+                a.buckets,
                 clients,
-                cfg.workload.keys,
-                cfg.workload.txns,
-                cfg.workload.zipf,
-                if cfg.faults { "all" } else { "none" },
-                cfg.window_us / 1_000,
-                cfg.max_faults,
+                a.keys,
+                a.txns,
+                a.zipf,
+                a.faults,
+                a.window_ms.unwrap_or(3_000),
+                a.max_faults.unwrap_or(6),
                 a.plant
                     .as_deref()
                     .map_or(String::new(), |p| format!(" --plant {p}")),
-                f.seed
             );
         }
-        Ok(if r.ok() { 0 } else { 1 })
+        Ok(if failing.is_empty() { 0 } else { 1 })
     }
 
     /// `synod sim --kv --scaling [--out FILE]`.

@@ -2,7 +2,7 @@
 //! serializability checker, and the direct checks (agreement, atomicity, liveness).
 
 use super::clients::{key_name, value_of, Clients, ROp, Record};
-use super::world::World;
+use super::env::StoreView;
 use super::KvReport;
 use crate::txn::Outcome;
 use std::collections::BTreeMap;
@@ -26,28 +26,36 @@ pub struct Final {
     pub version: u64,
 }
 
+/// Every bucket has finished its transactions and had its messages acknowledged.
+pub fn settled(w: &impl StoreView) -> bool {
+    (0..w.buckets()).all(|b| {
+        w.bucket(b)
+            .is_some_and(|b| b.in_progress() == (0, 0) && b.busy_keys() == 0 && b.unacked() == 0)
+    })
+}
+
 /// Why the world did not settle.
-pub fn unsettled(w: &World) -> String {
-    let busy: Vec<String> = w
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| {
-            n.bucket.in_progress() != (0, 0) || n.bucket.busy_keys() != 0 || n.bucket.unacked() != 0
-        })
-        .map(|(b, n)| {
-            format!(
+pub fn unsettled(w: &impl StoreView) -> String {
+    let busy: Vec<String> = (0..w.buckets())
+        .filter_map(|b| {
+            let Some(n) = w.bucket(b) else {
+                return Some(format!("bucket {b}: no replica holds it"));
+            };
+            if n.in_progress() == (0, 0) && n.busy_keys() == 0 && n.unacked() == 0 {
+                return None;
+            }
+            Some(format!(
                 "bucket {b}: {:?} in progress (parts, coordinated), {} busy keys, {} unacked{}",
-                n.bucket.in_progress(),
-                n.bucket.busy_keys(),
-                n.bucket.unacked(),
-                if n.up { "" } else { ", no master" }
-            )
+                n.in_progress(),
+                n.busy_keys(),
+                n.unacked(),
+                if w.master_up(b) { "" } else { ", no master" }
+            ))
         })
         .collect();
     format!(
         "not settled {} s after the clients finished: {}",
-        w.now / 1_000_000,
+        w.now() / 1_000_000,
         if busy.is_empty() {
             "messages still in flight".to_string()
         } else {
@@ -57,13 +65,14 @@ pub fn unsettled(w: &World) -> String {
 }
 
 /// Settle every record's outcome, checking the client and the coordinator agree.
-pub fn settle(w: &World, clients: &Clients, violations: &mut Vec<String>) -> Vec<Settled> {
-    let end = w.now;
+pub fn settle(w: &impl StoreView, clients: &Clients, violations: &mut Vec<String>) -> Vec<Settled> {
+    let end = w.now();
     clients
         .records
         .iter()
         .map(|r| {
-            let d = w.decisions.get(&r.id).map(|(d, _)| d);
+            let decision = w.decision(&r.id);
+            let d = decision.as_ref().map(|(d, _)| d);
             match (r.status, d) {
                 (Some(s), Some(d)) if s != d.outcome => violations.push(format!(
                     "{}: its client was told {s:?}, its coordinator (bucket {}) decided {:?}",
@@ -82,10 +91,7 @@ pub fn settle(w: &World, clients: &Clients, violations: &mut Vec<String>) -> Vec
             let complete_us = if r.status.is_some() {
                 r.end_us
             } else {
-                w.decisions
-                    .get(&r.id)
-                    .map_or(end, |(_, at)| *at)
-                    .max(r.end_us)
+                decision.as_ref().map_or(end, |(_, at)| *at).max(r.end_us)
             };
             let ops = if outcome == Outcome::Committed {
                 let versions = d.map_or(&r.versions, |d| &d.versions);
@@ -194,11 +200,14 @@ fn with_versions(r: &Record, versions: &[u64], violations: &mut Vec<String>) -> 
 }
 
 /// Every key read at its bucket's master.
-pub fn final_reads(w: &World, clients: &Clients) -> BTreeMap<u32, Final> {
+pub fn final_reads(w: &impl StoreView, clients: &Clients) -> BTreeMap<u32, Final> {
+    let buckets: Vec<Option<crate::Bucket>> = (0..w.buckets()).map(|b| w.bucket(b)).collect();
     (0..clients.keys.len() as u32)
         .map(|k| {
             let b = clients.bucket(k);
-            let (value, version) = w.nodes[b as usize].bucket.read(&clients.keys[k as usize]);
+            let (value, version) = buckets[b as usize]
+                .as_ref()
+                .map_or((None, 0), |b| b.read(&clients.keys[k as usize]));
             (
                 k,
                 Final {
@@ -279,13 +288,13 @@ pub fn atomicity(txns: &[Settled], finals: &BTreeMap<u32, Final>, violations: &m
 }
 
 /// Settle, read, check; the counts of the run.
-pub fn check(w: &World, clients: &Clients, stable_at: u64) -> KvReport {
-    let mut violations = w.violations.clone();
+pub fn check(w: &impl StoreView, clients: &Clients, stable_at: u64) -> KvReport {
+    let mut violations = w.violations();
     // Only a retry of a transaction older than the retention may be refused ("too old"); its
     // client then never learns the outcome, by design.
     let mut too_old = std::collections::BTreeSet::new();
     for (id, at, why) in &clients.refused {
-        if why.contains("too old") && id.time + w.net.retain_us < *at {
+        if why.contains("too old") && id.time + w.retain_us() < *at {
             too_old.insert(*id);
         } else {
             violations.push(format!("{id} refused at {at} us: {why}"));
@@ -301,7 +310,7 @@ pub fn check(w: &World, clients: &Clients, stable_at: u64) -> KvReport {
             ));
         }
     }
-    if !w.settled() {
+    if !settled(w) {
         // Already reported by the run loop if it gave up; otherwise it is news.
         let u = unsettled(w);
         if !violations.contains(&u) {
@@ -310,21 +319,22 @@ pub fn check(w: &World, clients: &Clients, stable_at: u64) -> KvReport {
     }
     let finals = final_reads(w, clients);
     atomicity(&txns, &finals, &mut violations);
-    let anomalies = super::history::anomalies(&txns, &finals, clients, w.now);
+    let anomalies = super::history::anomalies(&txns, &finals, clients, w.now());
+    let stats = w.stats();
     let mut r = KvReport {
         runs: 1,
         txns: txns.len() as u64,
-        failovers: w.stats.failovers,
-        restores: w.stats.restores,
-        lost: w.stats.lost,
-        duplicated: w.stats.duplicated,
+        failovers: stats.failovers,
+        restores: stats.restores,
+        lost: stats.lost,
+        duplicated: stats.duplicated,
         virtual_us: clients.records.iter().map(|r| r.end_us).max().unwrap_or(0),
         anomalies,
         violations,
         ..KvReport::default()
     };
-    for n in &w.nodes {
-        let s = n.bucket.stats();
+    for b in (0..w.buckets()).filter_map(|b| w.bucket(b)) {
+        let s = b.stats();
         r.reverts += s.reverts;
         r.fast_aborts += s.fast_aborts;
     }

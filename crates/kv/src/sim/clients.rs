@@ -12,8 +12,9 @@
 //! Single-key operations are one-op commits: a blind put or delete, or a compare-and-set (a
 //! read, then a write of the version read).
 
+use super::env::ClientEnv;
 use super::scaling;
-use super::world::{ClientEvent, ReplyTo, World};
+use super::world::{ClientEvent, ReplyTo};
 use crate::route::bucket_of;
 use crate::txn::{Cmd, Op, OpKind, Outcome, Reply, TxnId};
 use bytes::Bytes;
@@ -229,7 +230,7 @@ impl Clients {
     }
 
     /// Every client begins after a first pause.
-    pub fn start(&mut self, w: &mut World) {
+    pub fn start(&mut self, w: &mut impl ClientEnv) {
         for c in 0..self.cfg.clients {
             self.clients[c as usize].clock = w.between((0, 2 * self.cfg.clock_skew_us));
             let d = w.between(self.cfg.think_us);
@@ -247,20 +248,20 @@ impl Clients {
         bucket_of(&self.keys[k as usize], self.buckets)
     }
 
-    fn timer(&mut self, c: u32, w: &mut World, after: u64) {
+    fn timer(&mut self, c: u32, w: &mut impl ClientEnv, after: u64) {
         let cl = &mut self.clients[c as usize];
         cl.timer += 1;
         w.wake(c, cl.timer, after);
     }
 
-    fn pick_key(&self, w: &mut World) -> u32 {
+    fn pick_key(&self, w: &mut impl ClientEnv) -> u32 {
         let u = (w.rng_u64() >> 11) as f64 / (1u64 << 53) as f64;
         self.cdf
             .partition_point(|&p| p <= u)
             .min(self.cdf.len() - 1) as u32
     }
 
-    pub fn handle(&mut self, ev: ClientEvent, w: &mut World) {
+    pub fn handle(&mut self, ev: ClientEvent, w: &mut impl ClientEnv) {
         match ev {
             ClientEvent::Wake { client, tag } => {
                 if self.clients[client as usize].timer != tag {
@@ -311,7 +312,7 @@ impl Clients {
                     }
                     Reply::Internal => {}
                     Reply::Refused(why) => {
-                        self.refused.push((a.id, w.now, why));
+                        self.refused.push((a.id, w.now(), why));
                         self.finish(client, None, Vec::new(), w);
                     }
                 }
@@ -319,12 +320,12 @@ impl Clients {
         }
     }
 
-    fn begin(&mut self, c: u32, w: &mut World) {
+    fn begin(&mut self, c: u32, w: &mut impl ClientEnv) {
         let cl = &mut self.clients[c as usize];
         cl.txns += 1;
         // Its clock: the true time plus its offset (0..=2 * skew: the clients' clocks are up
         // to 2 * skew apart, which is what decides who is older).
-        let time = (w.now + cl.clock).max(cl.last_time + 1);
+        let time = (w.now() + cl.clock).max(cl.last_time + 1);
         cl.last_time = time;
         let id = TxnId {
             time,
@@ -376,7 +377,7 @@ impl Clients {
         }
         self.clients[c as usize].cur = Some(Active {
             id,
-            begin: w.now,
+            begin: w.now(),
             plan,
             blind,
             observed: BTreeMap::new(),
@@ -399,7 +400,7 @@ impl Clients {
     }
 
     /// Run the plan until it needs a read from the store, then commit.
-    fn advance(&mut self, c: u32, w: &mut World) {
+    fn advance(&mut self, c: u32, w: &mut impl ClientEnv) {
         loop {
             let a = self.clients[c as usize].cur.as_mut().expect("active");
             let Some(step) = a.plan.front().copied() else {
@@ -433,25 +434,27 @@ impl Clients {
         self.send_commit(c, 1, w);
     }
 
-    fn start_read(&mut self, c: u32, key: u32, replica: bool, w: &mut World) {
+    fn start_read(&mut self, c: u32, key: u32, replica: bool, w: &mut impl ClientEnv) {
         let a = self.clients[c as usize].cur.as_mut().expect("active");
         a.phase = Phase::Read { key, replica };
         a.served = false;
         // With the cost model, a read from a master: until it reaches the master (read_done).
-        let back = w.cost.is_none() || replica;
-        let rtt = w.between(w.net.client_net_us) + back as u64 * w.between(w.net.client_net_us);
+        let back = !w.costed() || replica;
+        let net = w.client_net_us();
+        let rtt = w.between(net) + back as u64 * w.between(net);
         self.timer(c, w, rtt);
     }
 
-    fn read_done(&mut self, c: u32, key: u32, replica: bool, w: &mut World) {
+    fn read_done(&mut self, c: u32, key: u32, replica: bool, w: &mut impl ClientEnv) {
         let b = self.bucket(key);
         let a = self.clients[c as usize].cur.as_mut().expect("active");
-        if !replica && !a.served && w.nodes[b as usize].up {
+        if !replica && !a.served && w.master_up(b) {
             if let Some(served) = w.serve_read(b) {
                 // The cost model: the read reached the master now, waits for its CPU, and the
                 // answer (the state when it arrives back) travels back.
                 a.served = true;
-                let back = w.between(w.net.client_net_us);
+                let net = w.client_net_us();
+                let back = w.between(net);
                 self.timer(c, w, served + back);
                 return;
             }
@@ -531,7 +534,7 @@ impl Clients {
         a.commit = Cmd::Commit { id: a.id, parts }.to_bytes();
     }
 
-    fn send_commit(&mut self, c: u32, tries: u32, w: &mut World) {
+    fn send_commit(&mut self, c: u32, tries: u32, w: &mut impl ClientEnv) {
         let a = self.clients[c as usize].cur.as_mut().expect("active");
         a.phase = Phase::Commit { tries };
         let rt = ReplyTo {
@@ -544,7 +547,7 @@ impl Clients {
         self.timer(c, w, t);
     }
 
-    fn send_abort(&mut self, c: u32, tries: u32, w: &mut World) {
+    fn send_abort(&mut self, c: u32, tries: u32, w: &mut impl ClientEnv) {
         let a = self.clients[c as usize].cur.as_mut().expect("active");
         a.phase = Phase::Abort { tries };
         let rt = ReplyTo {
@@ -557,7 +560,13 @@ impl Clients {
         self.timer(c, w, t);
     }
 
-    fn finish(&mut self, c: u32, status: Option<Outcome>, versions: Vec<u64>, w: &mut World) {
+    fn finish(
+        &mut self,
+        c: u32,
+        status: Option<Outcome>,
+        versions: Vec<u64>,
+        w: &mut impl ClientEnv,
+    ) {
         let cl = &mut self.clients[c as usize];
         let a = cl.cur.take().expect("active");
         cl.done += 1;
@@ -588,7 +597,7 @@ impl Clients {
             order: a.order,
             ops,
             begin_us: a.begin,
-            end_us: w.now,
+            end_us: w.now(),
         });
         if self.clients[c as usize].done < self.cfg.txns {
             let d = w.between(self.cfg.think_us);

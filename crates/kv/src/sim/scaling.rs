@@ -12,7 +12,7 @@
 
 use super::clients::{Clients, Workload};
 use super::cost::CostCfg;
-use super::world::{NetCfg, World};
+use super::world::NetCfg;
 use super::{world_for, KvSimConfig};
 use crate::txn::Outcome;
 
@@ -27,7 +27,12 @@ pub(super) fn by_bucket(keys: &[bytes::Bytes], buckets: u32) -> Vec<Vec<u32>> {
 
 /// [`Workload::cross`]'s keys: `n` distinct keys of one bucket or, with probability `p` (and
 /// more than one bucket), half of them from another (empty if the buckets have no keys).
-pub(super) fn spread(by_bucket: &[Vec<u32>], n: usize, p: f64, w: &mut World) -> Vec<u32> {
+pub(super) fn spread(
+    by_bucket: &[Vec<u32>],
+    n: usize,
+    p: f64,
+    w: &mut impl super::env::ClientEnv,
+) -> Vec<u32> {
     let buckets = by_bucket.len() as u64;
     let first = w.between((0, buckets - 1));
     let mut from = vec![first; n];

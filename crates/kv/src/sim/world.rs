@@ -490,3 +490,66 @@ impl World {
         None
     }
 }
+
+impl super::env::ClientEnv for World {
+    fn now(&self) -> u64 {
+        self.now
+    }
+    fn rng_u64(&mut self) -> u64 {
+        World::rng_u64(self)
+    }
+    fn between(&mut self, r: (u64, u64)) -> u64 {
+        World::between(self, r)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        World::chance(self, p)
+    }
+    fn wake(&mut self, client: u32, tag: u64, after: u64) {
+        World::wake(self, client, tag, after)
+    }
+    fn submit(&mut self, to: u32, payload: Bytes, reply_to: Option<ReplyTo>) {
+        World::submit(self, to, payload, reply_to)
+    }
+    fn client_net_us(&self) -> (u64, u64) {
+        self.net.client_net_us
+    }
+    fn serve_read(&mut self, bucket: u32) -> Option<u64> {
+        World::serve_read(self, bucket)
+    }
+    fn costed(&self) -> bool {
+        self.cost.is_some()
+    }
+    fn master_up(&self, bucket: u32) -> bool {
+        self.nodes[bucket as usize].up
+    }
+    fn read(&mut self, bucket: u32, key: &[u8], replica: bool) -> Option<(Option<Bytes>, u64)> {
+        World::read(self, bucket, key, replica)
+    }
+}
+
+impl super::env::StoreView for World {
+    fn now(&self) -> u64 {
+        self.now
+    }
+    fn buckets(&self) -> u32 {
+        self.nodes.len() as u32
+    }
+    fn decision(&self, id: &TxnId) -> Option<(Decided, u64)> {
+        self.decisions.get(id).cloned()
+    }
+    fn bucket(&self, b: u32) -> Option<Bucket> {
+        self.nodes.get(b as usize).map(|n| n.bucket.clone())
+    }
+    fn retain_us(&self) -> u64 {
+        self.net.retain_us
+    }
+    fn violations(&self) -> Vec<String> {
+        self.violations.clone()
+    }
+    fn stats(&self) -> WorldStats {
+        self.stats
+    }
+    fn master_up(&self, b: u32) -> bool {
+        self.nodes[b as usize].up
+    }
+}

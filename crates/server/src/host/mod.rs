@@ -322,6 +322,11 @@ impl Driver {
             self.host.timeout(now);
             self.host.flush(now);
             self.carry_out();
+            // What carrying out queued (a broken peer heard of, a routed command) goes now.
+            while self.host.has_queued() {
+                self.host.flush(self.now_us());
+                self.carry_out();
+            }
             if last_housekeeping.elapsed() >= HOUSEKEEPING {
                 last_housekeeping = Instant::now();
                 self.housekeeping();

@@ -1,8 +1,7 @@
-//! SconeKV on the host: bucket groups running [`machine::KvMachine`], and the KV gRPC service
+//! SconeKV on the host: bucket groups running [`synod_kv::KvMachine`], and the KV gRPC service
 //! ([`service::KvService`]) that clients reach.
 
-pub mod machine;
 pub mod service;
 
-pub use machine::KvMachine;
 pub use service::{KvService, LocalBucket};
+pub use synod_kv::KvMachine;

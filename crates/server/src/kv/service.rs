@@ -7,7 +7,6 @@
 //! needs answers WRONG_NODE with the view; a read at a replica that is not master answers
 //! NOT_MASTER with the view, so the client re-routes in one step.
 
-use super::machine::KvMachine;
 use crate::host::{GroupHandle, SubmitError};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,6 +16,7 @@ use synod_core::wire::Wire;
 use synod_core::NodeId;
 use synod_kv::route::bucket_of;
 use synod_kv::txn::{MAX_KEY_BYTES, MAX_OPS, MAX_TXN_BYTES, MAX_VALUE_BYTES};
+use synod_kv::KvMachine;
 use synod_kv::{Cmd, Decided, Op, OpKind, Outcome, Reply, TxnId};
 use synod_kv_client::proto::{self, kv_server::Kv};
 use tokio::sync::Semaphore;

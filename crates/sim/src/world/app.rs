@@ -80,7 +80,7 @@ impl<P: Hosted> World<P> {
                 }
             }
         }
-        if self.cfg.app != App::Registers {
+        if !matches!(self.cfg.app, App::Registers) {
             return;
         }
         for &i in &live {

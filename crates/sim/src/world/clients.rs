@@ -137,16 +137,17 @@ impl<P: Hosted> World<P> {
             .registers
             .map(|k| self.register_op(c as u64, k));
         let n = self.clients[c].sent;
-        let (payload, relay) = match (op, self.cfg.app) {
-            (Some(op), _) => (op.encode(self.cfg.workload.payload_bytes), None),
-            (None, App::Registers) => self.register_command(c, g, n),
-            (None, App::Opaque) => (self.payload.clone(), None),
+        let registers = matches!(self.cfg.app, App::Registers);
+        let (payload, relay) = match op {
+            Some(op) => (op.encode(self.cfg.workload.payload_bytes), None),
+            None if registers => self.register_command(c, g, n),
+            None => (self.payload.clone(), None),
         };
         let cl = &mut self.clients[c];
         cl.sent += 1;
         cl.sent_on_conn += 1;
         let session = (c as u64, cl.conn, cl.sent_on_conn);
-        let token: Token = (c, cl.conn);
+        let token = Token::Client(c, cl.conn);
         let now = self.local_now(node);
         let size = payload.len();
         let mut submitted = None;
@@ -251,7 +252,7 @@ impl<P: Hosted> World<P> {
 
     /// Node `i`'s host answered a client: its command was delivered there, or refused. An
     /// answer on a connection the client gave up is ignored.
-    pub(super) fn client_reply(&mut self, i: usize, (c, conn): Token, result: SubmitResult) {
+    pub(super) fn client_reply(&mut self, i: usize, (c, conn): (usize, u64), result: SubmitResult) {
         let g = self.clients[c].group;
         if let Ok(a) = &result {
             // Whoever waits for it, an answer must be true.

@@ -90,9 +90,10 @@ impl<P: Hosted> World<P> {
                 return;
             }
         };
+        let hard = matches!(decoded, StorageOp::SetHard(_));
         let d = &mut self.nodes[i].groups[g].durable;
-        d.apply(&decoded);
-        if matches!(decoded, StorageOp::SetHard(_)) {
+        d.apply_owned(decoded);
+        if hard {
             d.lost = false;
         }
     }

@@ -22,6 +22,7 @@
 mod app;
 mod clients;
 mod disk;
+mod kv;
 mod nemesis;
 mod net;
 mod node;
@@ -47,9 +48,15 @@ use synod_host::{Hosted, PeerKind};
 
 type Durable<P> = DurableState<<P as Protocol>::Record, <P as Protocol>::Hard>;
 
-/// What a simulated client hands the host with a command: itself, and its connection (a reply
-/// to an abandoned connection is ignored).
-pub(crate) type Token = (usize, u64);
+/// What a simulated client hands the host with a command.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Token {
+    /// A protocol client: itself and its connection (a reply to an abandoned connection is
+    /// ignored).
+    Client(usize, u64),
+    /// A SconeKV client's command to a bucket: who waits for the reply, and the bucket.
+    Kv(Option<synod_kv::sim::world::ReplyTo>, u32),
+}
 
 enum Ev {
     Message {
@@ -92,6 +99,10 @@ enum Ev {
     Wake(usize),
     /// The warm-up is over: the measurement starts.
     Warm,
+    /// A SconeKV client's timer or reply (boxed: events are moved often, keep them small).
+    Kv(Box<synod_kv::sim::world::ClientEvent>),
+    /// A SconeKV client's command reaches a node.
+    KvArrive(Box<kv::Arrival>),
 }
 
 struct Scheduled {
@@ -162,6 +173,10 @@ pub struct World<P: Protocol> {
     /// The register app's relays, in submission order: (command id, from group, to group,
     /// key, value).
     relays: Vec<(u64, usize, usize, String, Bytes)>,
+    /// The SconeKV app's clients and what its checkers need.
+    kv: Option<kv::KvWorld>,
+    /// Output buffers swapped with a host's (their capacity reused).
+    spare: synod_host::Outputs<Token>,
 }
 
 /// Messages and latencies by role, kept in arrays while the run goes.
@@ -257,7 +272,9 @@ impl<P: Hosted> World<P> {
                 let offset = between(&mut clock_rng, 0, clock_model.max_offset_us);
                 Node::new(
                     i as NodeId + 1,
-                    (0..groups).map(|g| replicas::machine(cfg.app, g)).collect(),
+                    (0..groups)
+                        .map(|g| replicas::machine(&cfg.app, g, groups))
+                        .collect(),
                     Clock::new(offset, rate_ppm),
                     i < cfg.stay_down,
                 )
@@ -302,6 +319,11 @@ impl<P: Hosted> World<P> {
             waiting: Default::default(),
             acknowledged: Vec::new(),
             relays: Vec::new(),
+            kv: match &cfg.app {
+                crate::App::Kv(app) => Some(kv::KvWorld::new(app, groups as u32)),
+                _ => None,
+            },
+            spare: Default::default(),
             cfg,
         }
     }
@@ -345,6 +367,7 @@ impl<P: Hosted> World<P> {
         for i in 0..self.nodes.len() {
             self.start_node(i);
         }
+        self.kv_start();
         for c in 0..self.clients.len() {
             let jitter = self.rand_between(0, 1_000);
             self.at(
@@ -469,6 +492,7 @@ impl<P: Hosted> World<P> {
                 n.up && n.groups[g].applied_count() == max && n.groups[g].unacknowledged() == 0
             })
         }) && self.clients.iter().all(|c| !c.waiting_tracked())
+            && self.kv_quiet()
     }
 
     fn final_checks(&mut self) {
@@ -509,6 +533,7 @@ impl<P: Hosted> World<P> {
             }
         }
         self.app_checks();
+        self.kv_checks();
     }
 
     /// The node an event runs on, when it runs on one (its CPU, its pause).
@@ -658,6 +683,8 @@ impl<P: Hosted> World<P> {
                     self.start_node(i);
                 }
             }
+            Ev::Kv(ev) => self.kv_client(*ev),
+            Ev::KvArrive(a) => self.kv_arrive(*a),
         }
     }
 }

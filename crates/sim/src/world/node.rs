@@ -167,6 +167,8 @@ pub(super) struct Member<P: Protocol> {
     pub(super) machine: Arc<Mutex<Recorder>>,
     /// With the register app: the register machine inside it.
     pub(super) register: Option<Arc<Mutex<Register>>>,
+    /// With the SconeKV app: the bucket inside it.
+    pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
     pub(super) role: Role,
     pub(super) leader: Option<NodeId>,
     pub(super) epoch: u64,
@@ -179,11 +181,12 @@ pub(super) struct Member<P: Protocol> {
 }
 
 impl<P: Protocol> Member<P> {
-    pub(super) fn new((machine, register): super::replicas::Machines) -> Self {
+    pub(super) fn new(m: super::replicas::Machines) -> Self {
         Member {
             durable: Default::default(),
-            machine,
-            register,
+            machine: m.recorder,
+            register: m.register,
+            kv: m.kv,
             role: Role::Electing,
             leader: None,
             epoch: 0,

@@ -18,19 +18,36 @@ use synod_host::{
 
 /// A group's state machine for the simulation: the checkers' recorder around the real machine,
 /// and the real machine where the checkers read it too.
-pub(super) type Machines = (Arc<Mutex<Recorder>>, Option<Arc<Mutex<Register>>>);
+pub(super) struct Machines {
+    pub(super) recorder: Arc<Mutex<Recorder>>,
+    pub(super) register: Option<Arc<Mutex<Register>>>,
+    pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
+}
 
-/// Group `g`'s state machine under `app`.
-pub(super) fn machine(app: App, g: usize) -> Machines {
+/// Group `g`'s state machine under `app` (of `groups`).
+pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
+    let recorder = |inner: Box<dyn StateMachine>| Arc::new(Mutex::new(Recorder::new(inner)));
     match app {
-        App::Opaque => (
-            Arc::new(Mutex::new(Recorder::new(Box::new(Vacant::default())))),
-            None,
-        ),
+        App::Opaque => Machines {
+            recorder: recorder(Box::<Vacant>::default()),
+            register: None,
+            kv: None,
+        },
         App::Registers => {
             let r = Arc::new(Mutex::new(Register::new(g as GroupId)));
-            let inner = Box::new(Shared(r.clone()));
-            (Arc::new(Mutex::new(Recorder::new(inner))), Some(r))
+            Machines {
+                recorder: recorder(Box::new(Shared(r.clone()))),
+                register: Some(r),
+                kv: None,
+            }
+        }
+        App::Kv(kv) => {
+            let m = super::kv::machine(kv, g as u32, groups as u32);
+            Machines {
+                recorder: recorder(super::kv::shared(&m)),
+                register: None,
+                kv: Some(m),
+            }
         }
     }
 }
@@ -45,7 +62,12 @@ impl<P: Hosted> World<P> {
         let members: Vec<NodeId> = (1..=self.cfg.nodes as NodeId).collect();
         let mut runners: Vec<Box<dyn GroupRunner>> = Vec::new();
         for g in 0..self.nodes[i].groups.len() {
-            let (machine, register) = machine(self.cfg.app, g);
+            let groups = self.nodes[i].groups.len();
+            let Machines {
+                recorder: machine,
+                register,
+                kv,
+            } = machine(&self.cfg.app, g, groups);
             let restored = {
                 let m = &self.nodes[i].groups[g];
                 match &m.durable.snapshot {
@@ -59,6 +81,7 @@ impl<P: Hosted> World<P> {
             };
             self.nodes[i].groups[g].machine = machine.clone();
             self.nodes[i].groups[g].register = register;
+            self.nodes[i].groups[g].kv = kv;
             self.nodes[i].groups[g].leader = None;
             let cluster = Cluster::new(id, members.clone());
             let seed = mix(self.cfg.seed, (id as u64) << 32 | inc) ^ (g as u64) << 56;
@@ -111,6 +134,7 @@ impl<P: Hosted> World<P> {
         let id = self.nodes[i].id;
         self.tracef(|| format!("n{id} CRASHES"));
         self.land_torn_write(i);
+        self.kv_crashed(i);
         let n = &mut self.nodes[i];
         n.up = false;
         // A lying disk's cache dies with the machine.
@@ -136,17 +160,23 @@ impl<P: Hosted> World<P> {
         };
         let incarnation = self.nodes[i].incarnation;
         f(&mut host);
+        // The outputs are swapped with a spare set whose buffers the last round emptied: no
+        // allocation per round.
+        let mut out = std::mem::take(&mut self.spare);
         loop {
-            let mut out = std::mem::take(host.outputs());
-            if out.is_empty() {
+            if host.outputs().is_empty() {
                 break;
             }
+            std::mem::swap(host.outputs(), &mut out);
             self.carry_out(i, &mut host, &mut out);
             if self.nodes[i].incarnation != incarnation {
                 break; // the node stopped (a fatal error) while its outputs were carried out
             }
         }
+        out.wal.clear();
+        self.spare = out;
         if self.nodes[i].incarnation == incarnation && self.nodes[i].up {
+            self.kv_decisions(i);
             // Commands queued by this step (routed from another group, or a client's) reach
             // the cores once every event of this instant has run: one batch, as in the server.
             if host.has_queued() && !self.nodes[i].flush_pending {
@@ -173,7 +203,7 @@ impl<P: Hosted> World<P> {
     fn carry_out(&mut self, i: usize, host: &mut Host<Token>, out: &mut Outputs<Token>) {
         // What the node observed first: deliveries are checked against the disks as they are
         // at this instant, before this step's writes go anywhere.
-        for o in std::mem::take(&mut out.observed) {
+        for o in out.observed.drain(..) {
             self.on_observed(i, o);
         }
         for (group, view) in out.views.drain(..) {
@@ -183,14 +213,17 @@ impl<P: Hosted> World<P> {
             m.epoch = view.epoch;
         }
         if !out.wal.is_empty() {
-            self.nodes[i].disk_queue.append(&mut out.wal);
+            self.nodes[i].disk_queue.extend(out.wal.drain(..));
             self.kick_disk(i);
         }
         for t in out.transmit.drain(..) {
             self.send_one(i, t.to as usize - 1, t.group as usize, t.kind, t.data);
         }
         for (token, result) in out.replies.drain(..) {
-            self.client_reply(i, token, result);
+            match token {
+                Token::Client(c, conn) => self.client_reply(i, (c, conn), result),
+                Token::Kv(to, b) => self.kv_reply(i, to, b, result),
+            }
         }
         for (peer, why) in out.resets.drain(..) {
             let id = self.nodes[i].id;

@@ -1,13 +1,13 @@
-//! A SconeKV bucket as a group's state machine: [`synod_kv::Bucket`] applied from the group's
-//! log, its messages to other buckets turned into messages to their groups, and the clients
-//! waiting for a decision woken when it is applied here.
+//! A SconeKV bucket as a group's state machine: [`Bucket`] applied from the group's log, its
+//! messages to other buckets turned into messages to their groups, and the clients waiting for
+//! a decision woken when it is applied here (the server's KV service waits this way; the
+//! simulator reads the decisions from [`KvMachine::take_decided`] instead).
 
-use crate::machine::{GroupMessage, StateMachine};
+use crate::{Bucket, Decided, Out, TxnId};
 use bytes::Bytes;
 use std::collections::HashMap;
 use synod_core::wire::{Wire, WireError};
-use synod_core::{Command, Position, Snapshot};
-use synod_kv::{Bucket, Decided, Out, TxnId};
+use synod_core::{Command, GroupMessage, Position, Snapshot, StateMachine};
 use tokio::sync::oneshot;
 
 /// Most clients waiting for decisions at one bucket replica (the front end refuses more as
@@ -22,6 +22,9 @@ pub struct KvMachine {
     /// Clients waiting for the decision of a transaction (not replicated: local to this
     /// process, woken when the decision is applied here).
     waiters: HashMap<TxnId, Vec<oneshot::Sender<Decided>>>,
+    /// Every decision applied here since the last [`KvMachine::take_decided`], when asked to
+    /// keep them (the simulator's checkers).
+    decided: Option<Vec<(TxnId, Decided)>>,
 }
 
 impl KvMachine {
@@ -31,7 +34,21 @@ impl KvMachine {
             group_base,
             applied: Position::default(),
             waiters: HashMap::new(),
+            decided: None,
         }
+    }
+
+    /// Keep every decision applied from now on, for [`KvMachine::take_decided`].
+    pub fn keep_decisions(&mut self) {
+        self.decided.get_or_insert_with(Vec::new);
+    }
+
+    /// The decisions applied here since the last call (with [`KvMachine::keep_decisions`]).
+    pub fn take_decided(&mut self) -> Vec<(TxnId, Decided)> {
+        self.decided
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     pub fn bucket(&self) -> &Bucket {
@@ -82,8 +99,11 @@ impl StateMachine for KvMachine {
         out.extend(emit.into_iter().map(|o| self.to_group(o)));
         self.applied = at;
         for id in self.bucket.take_announced() {
+            let d = self.bucket.decided(&id).expect("announced");
+            if let Some(log) = &mut self.decided {
+                log.push((id, d.clone()));
+            }
             if let Some(ws) = self.waiters.remove(&id) {
-                let d = self.bucket.decided(&id).expect("announced").clone();
                 for w in ws {
                     let _ = w.send(d.clone());
                 }
