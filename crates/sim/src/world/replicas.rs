@@ -213,7 +213,7 @@ impl<P: Hosted> World<P> {
             m.epoch = view.epoch;
         }
         if !out.wal.is_empty() {
-            self.nodes[i].disk_queue.extend(out.wal.drain(..));
+            self.nodes[i].disk_queue.append(&mut out.wal);
             self.kick_disk(i);
         }
         for t in out.transmit.drain(..) {
