@@ -29,6 +29,7 @@ use std::fmt::Debug;
 
 pub mod batch;
 pub mod durable;
+pub mod kit;
 pub mod machine;
 pub mod outbox;
 pub mod quorum;
@@ -204,6 +205,12 @@ pub enum Event {
 /// ([`Protocol::step`]'s `now_us`).
 #[derive(Clone, Debug)]
 pub enum Input<M> {
+    /// The first input of every incarnation, before any other, at the driver's start time: a
+    /// core issues here what its restore found it must (a recovery mark, its incarnation's
+    /// hard state, the view change it was in) and starts its timers. `restore` cannot emit;
+    /// this is where a core boots. [`replica::Replica`] sends it (on its own before the first
+    /// other input, if the driver did not call [`replica::Replica::start`]).
+    Start,
     /// Client commands submitted at this replica, in submission order: every command that was
     /// waiting when the driver was ready, bounded by [`BatchLimits`]. The core orders them as
     /// one batch (or, where it must, as several), never reordering them. One command alone is

@@ -37,6 +37,8 @@ pub struct Replica<P: Protocol> {
     issued_seq: u64,
     durable_seq: u64,
     now: TimeUs,
+    /// [`Input::Start`] was stepped.
+    started: bool,
 }
 
 impl<P: Protocol> Replica<P> {
@@ -51,6 +53,15 @@ impl<P: Protocol> Replica<P> {
             issued_seq: 0,
             durable_seq: 0,
             now: 0,
+            started: false,
+        }
+    }
+
+    /// Boot the core at time `now` ([`Input::Start`]); a driver calls it once, right after
+    /// building the replica. Later calls do nothing.
+    pub fn start(&mut self, now: TimeUs, env: &mut impl Env<P>) {
+        if !self.started {
+            self.step(now, Input::Start, env);
         }
     }
 
@@ -83,7 +94,8 @@ impl<P: Protocol> Replica<P> {
         self.outbox.held()
     }
 
-    /// Feed one input at time `now` and carry out what the core asks for.
+    /// Feed one input at time `now` and carry out what the core asks for. The first input of
+    /// an incarnation is always [`Input::Start`] (sent here first if the driver did not).
     pub fn step(&mut self, now: TimeUs, input: Input<P::Message>, env: &mut impl Env<P>) {
         assert!(
             now >= self.now,
@@ -91,6 +103,12 @@ impl<P: Protocol> Replica<P> {
             self.now
         );
         self.now = now;
+        if !self.started {
+            self.started = true;
+            if !matches!(input, Input::Start) {
+                self.step(now, Input::Start, env);
+            }
+        }
         let mut out = std::mem::take(&mut self.actions);
         out.clear();
         self.core.step(now, input, &mut out);

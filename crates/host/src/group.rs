@@ -65,6 +65,8 @@ pub trait GroupRunner: Send {
         data: Bytes,
         cx: &mut Cx,
     ) -> Result<(), WireError>;
+    /// Boot the core ([`synod_core::Input::Start`]), once, when the host starts.
+    fn start(&mut self, now: TimeUs, cx: &mut Cx);
     fn disconnected(&mut self, now: TimeUs, peer: NodeId, cx: &mut Cx);
     fn durable(&mut self, now: TimeUs, upto: u64, cx: &mut Cx);
     /// Wake the core if its deadline has come.
@@ -210,6 +212,10 @@ impl<P: Hosted> GroupRunner for Group<P> {
         cx.telemetry.received(self.id, role, msg.kind(), bytes);
         self.drive(cx, |r, env| r.step(now, Input::Message { from, msg }, env));
         Ok(())
+    }
+
+    fn start(&mut self, now: TimeUs, cx: &mut Cx) {
+        self.drive(cx, |r, env| r.start(now, env));
     }
 
     fn disconnected(&mut self, now: TimeUs, peer: NodeId, cx: &mut Cx) {

@@ -170,7 +170,7 @@ impl<T> Host<T> {
         for (&id, s) in &groups {
             out.views.push((id, s.view));
         }
-        Host {
+        let mut host = Host {
             next_id: cfg.id_base,
             next_resend: now + cfg.resend_every_us,
             cfg,
@@ -181,7 +181,14 @@ impl<T> Host<T> {
             route_turn: 0,
             shutting_down: false,
             now,
+        };
+        // Every core boots (Input::Start) before anything else reaches it.
+        let mut cur = None;
+        while let Some(id) = host.next_group(cur) {
+            cur = Some(id);
+            host.step(id, now, |r, cx| r.start(now, cx));
         }
+        host
     }
 
     pub fn me(&self) -> NodeId {

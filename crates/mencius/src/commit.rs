@@ -115,12 +115,6 @@ impl Mencius {
                 self.counters.duplicates += 1;
                 continue;
             }
-            self.recent_fifo.push_back(c.id);
-            while self.recent_fifo.len() > self.opt.dedup_memory {
-                if let Some(old) = self.recent_fifo.pop_front() {
-                    self.recent.remove(&old);
-                }
-            }
             self.slot += 1;
             if self.ooo.range(i..).next().is_some() {
                 self.mark_dirty(self.slot);
@@ -426,7 +420,7 @@ impl Mencius {
                 snapshot: s.clone(),
                 drop_through: Position {
                     slot: s.at.slot,
-                    tag: (through << 16) | 0xFFFF,
+                    tag: synod_core::kit::tag::through(through),
                 },
                 replace_log: false,
             },
@@ -449,7 +443,6 @@ impl Mencius {
         // The state was replaced: what was delivered out of order above the snapshot is gone
         // from it and is delivered again, so it must not count as a duplicate.
         self.recent.clear();
-        self.recent_fifo.clear();
         let keep = self.insts.split_off(&self.base);
         self.insts = keep;
         self.inflight.retain(|&k| k >= self.expected);

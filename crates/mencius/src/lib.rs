@@ -28,10 +28,10 @@ pub mod suggest;
 mod tests;
 
 pub use msg::{Body, Hard, Msg, Rec};
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use synod_core::{
     rng::CoreRng, Actions, Cluster, Command, Dest, DurableState, Envelope, Event, Input, NodeId,
-    Persist, Protocol, Role, Snapshot, StorageOp, TimeUs, View,
+    Protocol, Role, Snapshot, StorageOp, TimeUs, View,
 };
 
 pub type MenciusActions = Actions<Msg, Rec, Hard>;
@@ -185,8 +185,8 @@ pub struct Mencius {
     pub(crate) me: usize,
     pub(crate) n: u64,
     pub(crate) hard: Hard,
-    /// Storage ops issued, the last `SetHard`, and what is durable.
-    pub(crate) seq: u64,
+    /// Storage ops issued (synod_core::kit::issuer), the last `SetHard`, and what is durable.
+    pub(crate) issuer: synod_core::kit::issuer::Issuer,
     pub(crate) hard_seq: u64,
     pub(crate) durable_upto: u64,
     /// I_p: the next own instance to suggest to (never goes back, H1). `floor` is the index
@@ -228,8 +228,7 @@ pub struct Mencius {
     pub(crate) own_valued: u64,
     /// Command id → the latest own instance that carries it (Rule 4 suggests a command again
     /// only from its latest instance).
-    pub(crate) own_ids: std::collections::HashMap<u64, u64>,
-    pub(crate) own_ids_fifo: VecDeque<u64>,
+    pub(crate) own_ids: synod_core::kit::dedup::Window<u64>,
     /// Messages to this replica itself (its own acceptor's replies), released once durable.
     pub(crate) loopback: Vec<(u64, Body)>,
     pub(crate) revocations: BTreeMap<usize, revoke::Revocation>,
@@ -237,8 +236,8 @@ pub struct Mencius {
     pub(crate) revoke_backoff: BTreeMap<usize, TimeUs>,
     /// The highest revocation round seen refused (NACK), so the next attempt goes above it.
     pub(crate) round_seen: u64,
-    pub(crate) recent: HashSet<u64>,
-    pub(crate) recent_fifo: VecDeque<u64>,
+    /// Ids delivered recently (synod_core::kit::dedup): a command ordered twice is skipped.
+    pub(crate) recent: synod_core::kit::dedup::Window,
     /// The commit point and since when it has not moved; when NEED was last sent.
     pub(crate) stuck: (u64, TimeUs),
     pub(crate) need_sent_at: TimeUs,
@@ -291,12 +290,12 @@ impl Mencius {
     }
 
     pub(crate) fn persist(&mut self, op: StorageOp<Rec, Hard>, out: &mut MenciusActions) -> u64 {
-        self.seq += 1;
-        if matches!(op, StorageOp::SetHard(_)) {
-            self.hard_seq = self.seq;
+        let hard = matches!(op, StorageOp::SetHard(_));
+        let seq = self.issuer.issue(op, &mut out.persist);
+        if hard {
+            self.hard_seq = seq;
         }
-        out.persist.push(Persist { seq: self.seq, op });
-        self.seq
+        seq
     }
 
     pub(crate) fn save_hard(&mut self, out: &mut MenciusActions) -> u64 {
@@ -569,7 +568,7 @@ impl Protocol for Mencius {
             me,
             n,
             hard,
-            seq: 0,
+            issuer: Default::default(),
             hard_seq: 0,
             durable_upto: 0,
             index: 0,
@@ -594,14 +593,12 @@ impl Protocol for Mencius {
             inflight: BTreeSet::new(),
             orphans: BTreeMap::new(),
             own_valued: 0,
-            own_ids: std::collections::HashMap::new(),
-            own_ids_fifo: VecDeque::new(),
+            own_ids: synod_core::kit::dedup::Window::new(opt.dedup_memory),
             loopback: Vec::new(),
             revocations: BTreeMap::new(),
             revoke_backoff: BTreeMap::new(),
             round_seen: 0,
-            recent: HashSet::new(),
-            recent_fifo: VecDeque::new(),
+            recent: synod_core::kit::dedup::Window::new(opt.dedup_memory),
             stuck: (0, 0),
             need_sent_at: 0,
             snap: None,
@@ -675,8 +672,9 @@ impl Protocol for Mencius {
 
     fn step(&mut self, now_us: TimeUs, input: Input<Msg>, out: &mut MenciusActions) {
         self.now = self.now.max(now_us);
-        if self.hard_seq == 0 {
+        if let Input::Start = input {
             self.boot(out);
+            return;
         }
         if self.mute {
             if let Input::Submit(cs) = input {
@@ -696,6 +694,7 @@ impl Protocol for Mencius {
                 }
             }
             Input::Compact(s) => self.on_compact(s, out),
+            Input::Start => {} // booted above
         }
         self.flush_queue(out);
         self.rule4(out);
@@ -740,7 +739,8 @@ impl Protocol for Mencius {
 }
 
 impl Mencius {
-    /// The first step of an incarnation: its number is durable before any message leaves
+    /// The first step of an incarnation ([`Input::Start`]): its number is durable before any
+    /// message leaves
     /// (every message waits for the hard state), so a receiver tells this incarnation's stream
     /// from the last one's.
     fn boot(&mut self, out: &mut MenciusActions) {

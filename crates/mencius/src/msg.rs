@@ -15,24 +15,9 @@ use synod_core::{Command, LogRecord, MessageKind, Position, Snapshot, WireSize};
 /// written by a learner so that a restart knows it without revoking again).
 pub const DECIDED: u64 = u64::MAX;
 
-/// Commands per instance, bounded by the position encoding.
-pub const MAX_BATCH: usize = 1 << 16;
-
-/// The position of command `i` of a batch of `len` at instance `instance`: the tag counts the
-/// commands left in the batch after this one (as PFT's), so a snapshot's tag says whether it
-/// ends on a whole instance.
-pub fn tag(instance: u64, i: usize, len: usize) -> u64 {
-    debug_assert!(i < len && len <= MAX_BATCH);
-    (instance << 16) | (len - 1 - i) as u64
-}
-
-pub fn tag_instance(tag: u64) -> u64 {
-    tag >> 16
-}
-
-pub fn tag_left(tag: u64) -> usize {
-    (tag & 0xFFFF) as usize
-}
+/// The position of command `i` of a batch of `len` at an instance, its instance and what is
+/// left of its batch: the core toolkit's position tag (synod_core::kit::tag), as PFT's.
+pub use synod_core::kit::tag::{batch_of as tag_instance, left as tag_left, tag, MAX_BATCH};
 
 /// A range of one owner's instances: `from`, `from + n`, …, up to `to` (both owned by the
 /// same replica: `from ≡ to (mod n)`).

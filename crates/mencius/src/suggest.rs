@@ -341,7 +341,7 @@ impl Mencius {
         for (i, mut cs) in orphans {
             // Suggested again already (a restart forgot that this instance was revoked and
             // decided it again): the later copy is the one that counts.
-            cs.retain(|c| self.own_ids.get(&c.id).is_none_or(|&k| k <= i));
+            cs.retain(|c| self.own_ids.get(c.id).is_none_or(|&k| k <= i));
             if later > i {
                 for c in cs {
                     self.counters.rejected += 1;
@@ -363,14 +363,7 @@ impl Mencius {
 
     /// Remember the latest own instance that carries command `id` (bounded).
     pub(crate) fn note_own_id(&mut self, id: u64, i: u64) {
-        if self.own_ids.insert(id, i).is_none() {
-            self.own_ids_fifo.push_back(id);
-            while self.own_ids_fifo.len() > self.opt.dedup_memory {
-                if let Some(old) = self.own_ids_fifo.pop_front() {
-                    self.own_ids.remove(&old);
-                }
-            }
-        }
+        self.own_ids.set(id, i);
     }
 
     /// Own suggestions undecided for too long are sent again (their ACCEPTs or LEARNs were

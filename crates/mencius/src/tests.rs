@@ -9,6 +9,7 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use synod_core::replica::{Env, Replica};
 use synod_core::wire::Wire;
+use synod_core::Persist;
 use synod_core::{Apply, MessageKind, Position};
 
 fn cmd(id: u64, reg: u8) -> Command {

@@ -29,7 +29,7 @@ pub fn point_of(at: Position) -> (u64, Option<usize>) {
 fn through(slot: u64, n: u64) -> Position {
     Position {
         slot,
-        tag: (n << 16) | 0xFFFF,
+        tag: synod_core::kit::tag::through(n),
     }
 }
 

@@ -31,10 +31,10 @@ pub mod timers;
 pub mod view_change;
 
 pub use msg::{Accepted, Hard, Msg, Order};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use synod_core::{
     rng::CoreRng, Actions, Cluster, Command, Dest, DurableState, Envelope, Event, Input, NodeId,
-    Persist, Protocol, Role, Snapshot, StorageOp, TimeUs, View,
+    Protocol, Role, Snapshot, StorageOp, TimeUs, View,
 };
 
 pub type PaxosActions = Actions<Msg, Accepted, Hard>;
@@ -199,12 +199,11 @@ pub struct Paxos {
     pub(crate) hard: Hard,
     pub(crate) status: Status,
     pub(crate) reported: View,
-    /// Storage ops issued and reported durable.
-    pub(crate) seq: u64,
+    /// Storage ops issued (synod_core::kit::issuer) and reported durable.
+    pub(crate) issuer: synod_core::kit::issuer::Issuer,
     pub(crate) durable_upto: u64,
     /// Ops to issue at the first step (restore cannot emit).
     pub(crate) boot: Vec<StorageOp<Accepted, Hard>>,
-    pub(crate) booted: bool,
     /// The log above `base`: orders by sequence number.
     pub(crate) log: BTreeMap<u64, Slot>,
     /// No order at or below `base` is held (covered by this replica's snapshot).
@@ -228,20 +227,20 @@ pub struct Paxos {
     pub(crate) queue: VecDeque<Command>,
     pub(crate) batch_since: Option<TimeUs>,
     pub(crate) next_heartbeat: TimeUs,
-    /// Forwards accepted per backup in this view: (nonce, last seq).
-    pub(crate) forwards: BTreeMap<NodeId, (u64, u64)>,
+    /// Forwards accepted per backup in this view (synod_core::kit::forward).
+    pub(crate) forwards: synod_core::kit::forward::Taken,
     /// The NEWVIEW this primary sent, for replicas that ask.
     pub(crate) new_view_msg: Option<Msg>,
     // ---- duplicates ----
     /// Ids in the log above the execution point → their sequence number.
     pub(crate) ordered: HashMap<u64, u64>,
-    pub(crate) done: HashSet<u64>,
-    pub(crate) done_fifo: VecDeque<u64>,
+    /// Ids executed recently (synod_core::kit::dedup).
+    pub(crate) done: synod_core::kit::dedup::Window,
     /// Ids queued at the primary → whether a backup forwarded them (else submitted here).
     pub(crate) queued_ids: HashMap<u64, bool>,
     // ---- backup ----
-    pub(crate) nonce: u64,
-    pub(crate) forward_seq: u64,
+    /// This incarnation's forwards to its primary, numbered.
+    pub(crate) forwarding: synod_core::kit::forward::Numbering,
     /// Commands submitted here while no primary could take them (a view change).
     pub(crate) held: VecDeque<Command>,
     pub(crate) last_heard_primary: TimeUs,
@@ -321,9 +320,7 @@ impl Paxos {
     }
 
     pub(crate) fn persist(&mut self, op: StorageOp<Accepted, Hard>, out: &mut PaxosActions) -> u64 {
-        self.seq += 1;
-        out.persist.push(Persist { seq: self.seq, op });
-        self.seq
+        self.issuer.issue(op, &mut out.persist)
     }
 
     pub(crate) fn set_hard(&mut self, out: &mut PaxosActions) -> u64 {
@@ -423,20 +420,13 @@ impl Paxos {
     /// Whether the primary must not order `id`: it is in the log, executed recently, or queued.
     pub(crate) fn duplicate(&self, id: u64) -> bool {
         self.ordered.contains_key(&id)
-            || self.done.contains(&id)
+            || self.done.contains(id)
             || self.queued_ids.contains_key(&id)
     }
 
     pub(crate) fn remember_done(&mut self, id: u64) {
         self.ordered.remove(&id);
-        if self.done.insert(id) {
-            self.done_fifo.push_back(id);
-            while self.done_fifo.len() > self.opt.dedup_memory {
-                if let Some(old) = self.done_fifo.pop_front() {
-                    self.done.remove(&old);
-                }
-            }
-        }
+        self.done.insert(id);
     }
 
     /// The orders this replica holds above its base, as state records.
@@ -453,8 +443,8 @@ impl Paxos {
             .collect()
     }
 
+    /// The first step of an incarnation ([`Input::Start`]).
     fn boot(&mut self, out: &mut PaxosActions) {
-        self.booted = true;
         let ops = std::mem::take(&mut self.boot);
         for op in ops {
             self.persist(op, out);
@@ -506,10 +496,9 @@ impl Protocol for Paxos {
             hard: durable.hard,
             status: Status::Normal,
             reported: View::default(),
-            seq: 0,
+            issuer: Default::default(),
             durable_upto: 0,
             boot: Vec::new(),
-            booted: false,
             log: BTreeMap::new(),
             base: 0,
             exec_n: 0,
@@ -523,14 +512,12 @@ impl Protocol for Paxos {
             queue: VecDeque::new(),
             batch_since: None,
             next_heartbeat: 0,
-            forwards: BTreeMap::new(),
+            forwards: Default::default(),
             new_view_msg: None,
             ordered: HashMap::new(),
-            done: HashSet::new(),
-            done_fifo: VecDeque::new(),
+            done: synod_core::kit::dedup::Window::new(opt.dedup_memory),
             queued_ids: HashMap::new(),
-            nonce,
-            forward_seq: 0,
+            forwarding: synod_core::kit::forward::Numbering::new(nonce),
             held: VecDeque::new(),
             last_heard_primary: 0,
             waiting_since: BTreeMap::new(),
@@ -588,10 +575,8 @@ impl Protocol for Paxos {
 
     fn step(&mut self, now_us: TimeUs, input: Input<Msg>, out: &mut PaxosActions) {
         self.now = self.now.max(now_us);
-        if !self.booted {
-            self.boot(out);
-        }
         match input {
+            Input::Start => self.boot(out),
             Input::Submit(commands) => self.on_submit(commands, out),
             Input::Message { from, msg } => self.on_message(from, msg, out),
             Input::Timeout => self.on_timeout(out),
@@ -603,9 +588,6 @@ impl Protocol for Paxos {
     }
 
     fn deadline(&self) -> Option<TimeUs> {
-        if !self.booted {
-            return Some(self.now);
-        }
         self.next_deadline()
     }
 
@@ -696,7 +678,7 @@ impl Paxos {
     }
 
     fn on_durable(&mut self, upto: u64, out: &mut PaxosActions) {
-        assert!(upto <= self.seq, "durable beyond what was issued");
+        assert!(upto <= self.issuer.last(), "durable beyond what was issued");
         self.durable_upto = self.durable_upto.max(upto);
         if self.status == Status::Recovering {
             self.recovery_durable(out);

@@ -30,26 +30,9 @@ pub struct Accepted {
     pub commands: Vec<Command>,
 }
 
-/// The position of command `i` of a batch of `len` at sequence number `n`: the tag counts the
-/// commands left in the batch after this one, so a snapshot's tag says whether it ends on a
-/// whole batch (low bits 0) without the batch at hand.
-pub fn tag(n: u64, i: usize, len: usize) -> u64 {
-    debug_assert!(i < len && len <= MAX_BATCH);
-    (n << 16) | (len - 1 - i) as u64
-}
-
-/// The sequence number of a tag.
-pub fn tag_n(tag: u64) -> u64 {
-    tag >> 16
-}
-
-/// Commands left in the batch after the one at this tag.
-pub fn tag_left(tag: u64) -> usize {
-    (tag & 0xFFFF) as usize
-}
-
-/// Commands per batch, bounded by the position encoding.
-pub const MAX_BATCH: usize = 1 << 16;
+/// The position of command `i` of a batch of `len` at sequence number `n`, its sequence number
+/// and what is left of its batch: the core toolkit's position tag (synod_core::kit::tag).
+pub use synod_core::kit::tag::{batch_of as tag_n, left as tag_left, tag, MAX_BATCH};
 
 impl LogRecord for Accepted {
     fn key(&self) -> u64 {

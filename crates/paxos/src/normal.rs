@@ -39,11 +39,11 @@ impl Paxos {
 
     pub(crate) fn forward(&mut self, to: NodeId, commands: Vec<Command>, out: &mut PaxosActions) {
         for chunk in commands.chunks(MAX_BATCH) {
-            self.forward_seq += 1;
+            let (nonce, seq) = self.forwarding.next();
             let msg = Msg::Forward {
                 view: self.hard.installed,
-                nonce: self.nonce,
-                seq: self.forward_seq,
+                nonce,
+                seq,
                 commands: chunk.to_vec(),
             };
             self.send(Dest::One(to), msg, 0, out);
@@ -92,11 +92,8 @@ impl Paxos {
         if !self.is_primary() || view != self.hard.installed {
             return;
         }
-        match self.forwards.get(&from) {
-            Some(&(n, last)) if n == nonce && seq <= last => return,
-            _ => {
-                self.forwards.insert(from, (nonce, seq));
-            }
+        if !self.forwards.fresh(from, (nonce, seq)) {
+            return;
         }
         self.enqueue(commands, true, out);
         self.propose(out);
@@ -224,7 +221,7 @@ impl Paxos {
         if n <= self.exec_n || n <= self.base {
             // Already executed here (a reissue after a view change): the value is the chosen
             // one, held by the snapshot or the log.
-            let s = self.seq;
+            let s = self.issuer.last();
             self.send(Dest::One(from), Msg::AcceptAck { view, n }, s, out);
             return;
         }

@@ -35,7 +35,7 @@ impl Paxos {
             finishing: None,
             next_send: self.now + 4 * self.opt.heartbeat_us,
         });
-        let after = self.seq;
+        let after = self.issuer.last();
         self.send(Dest::All, Msg::Recover { nonce }, after, out);
     }
 
@@ -49,7 +49,7 @@ impl Paxos {
         }
         let nonce = r.nonce;
         // The request waits for the `recovering` mark, whatever else was issued since.
-        let after = self.seq;
+        let after = self.issuer.last();
         self.send(Dest::All, Msg::Recover { nonce }, after, out);
         if let Some(t) = &self.transfer {
             if now >= t.asked_at + 4 * hb {

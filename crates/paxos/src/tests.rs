@@ -234,7 +234,7 @@ impl Net {
             now: 1,
         };
         for i in 0..n as usize {
-            net.step(i, Input::Timeout);
+            net.step(i, Input::Start);
         }
         net.run();
         net
@@ -413,7 +413,7 @@ fn a_state_transfer_resumes_from_another_replica_at_its_offset() {
     let members = vec![1, 2, 3];
     let mut c = Paxos::restore(Cluster::new(3, members), opt, DurableState::default(), 3);
     let mut out = PaxosActions::default();
-    c.step(1, Input::Timeout, &mut out);
+    c.step(1, Input::Start, &mut out);
     out.clear();
     let at = Position {
         slot: 3,

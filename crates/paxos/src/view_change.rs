@@ -65,7 +65,7 @@ impl Paxos {
         // the others learn of the view change and join.
         let leading = self.primary_of(self.hard.promised) == self.me();
         let msg = self.view_change_msg(!leading);
-        let after = self.seq;
+        let after = self.issuer.last();
         self.send(Dest::All, msg, after, out);
         if !leading {
             self.report_sent = (self.hard.promised, self.now, self.first_resend_wait());
@@ -300,7 +300,7 @@ impl Paxos {
             for o in &orders {
                 let s = match self.log.get(&o.n) {
                     Some(sl) if sl.view == v => sl.seq,
-                    _ if o.n <= self.exec_n => self.seq,
+                    _ if o.n <= self.exec_n => self.issuer.last(),
                     _ => continue,
                 };
                 self.send(Dest::One(from), Msg::AcceptAck { view: v, n: o.n }, s, out);
@@ -502,7 +502,7 @@ impl Paxos {
         };
         self.report_sent = (v, self.now, wait);
         let msg = self.view_change_msg(true);
-        let after = self.seq;
+        let after = self.issuer.last();
         self.send(Dest::One(from), msg, after, out);
     }
 

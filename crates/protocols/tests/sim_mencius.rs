@@ -143,8 +143,10 @@ fn an_out_of_order_commit_of_non_commuting_commands_is_caught() {
 fn a_learned_value_overwritten_is_caught() {
     // H3 + H4 literally: a SUGGEST for a learned instance dropped, then an inferred skip
     // overwriting the learned value. Needs a revocation racing the owner's own SUGGEST, which
-    // a few seeds in a thousand of the command line's defaults produce; these are some.
-    let seeds = [269, 1143, 1300, 1753, 1788];
+    // a few seeds in a thousand of the command line's defaults produce; these are some (found
+    // again with `synod sim --protocol mencius-bug-overwrite-learned --seeds 0..3000` whenever
+    // the runs change: the host's Start input moved them).
+    let seeds = [136, 435, 444, 599, 1116];
     let mut caught = 0;
     for seed in seeds {
         let mut cfg = SimConfig::new(3, seed, ());

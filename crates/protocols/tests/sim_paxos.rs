@@ -93,9 +93,10 @@ fn newview_stopping_at_the_highest_commit_is_caught() {
 
 #[test]
 fn executing_a_catch_up_accept_is_caught() {
-    // §6.1.14: an A record from catch-up executed as if committed (N = 3 seed 1791: delivered
-    // while fewer than a quorum held it).
-    let mut cfg = SimConfig::new(3, 1791, ());
+    // §6.1.14: an A record from catch-up executed as if committed (N = 3 seed 2578: delivered
+    // while fewer than a quorum held it; a few seeds in a thousand show it, found with
+    // `synod sim --protocol paxos-bug-execute-catchup-accept --seeds 0..3000`).
+    let mut cfg = SimConfig::new(3, 2578, ());
     cfg.faults = FaultSet::all();
     let (r, _) = run_named_one("paxos-bug-execute-catchup-accept", &cfg).unwrap();
     assert!(

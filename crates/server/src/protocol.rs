@@ -113,8 +113,7 @@ impl Zxids {
     pub fn zxid(self, tag: u64) -> i64 {
         match self {
             Zxids::Tag => tag as i64,
-            Zxids::PaxosBatch if tag == 0 => 0,
-            Zxids::PaxosBatch => (tag ^ 0xFFFF) as i64,
+            Zxids::PaxosBatch => synod_core::kit::tag::ordinal(tag) as i64,
         }
     }
 
@@ -122,8 +121,7 @@ impl Zxids {
     pub fn tag(self, zxid: i64) -> u64 {
         match self {
             Zxids::Tag => zxid as u64,
-            Zxids::PaxosBatch if zxid == 0 => 0,
-            Zxids::PaxosBatch => zxid as u64 ^ 0xFFFF,
+            Zxids::PaxosBatch => synod_core::kit::tag::from_ordinal(zxid as u64),
         }
     }
 }

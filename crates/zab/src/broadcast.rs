@@ -15,20 +15,18 @@ impl Zab {
             }
             Phase::Following(f) if f.stage == FStage::Broadcast => {
                 let (leader, epoch) = (f.leader, f.epoch);
-                let nonce = self.forward_nonce;
                 if self.opts.bug == Some(Bug::ForwardTwice) {
                     // The bug is the follower's: the same commands forwarded as two forwards.
-                    self.forward_seq += 1;
+                    let (nonce, seq) = self.forwarding.next();
                     let again = Msg::Forward {
                         epoch,
                         nonce,
-                        seq: self.forward_seq,
+                        seq,
                         commands: commands.clone(),
                     };
                     self.send(out, leader, again);
                 }
-                self.forward_seq += 1;
-                let seq = self.forward_seq;
+                let (nonce, seq) = self.forwarding.next();
                 self.send(
                     out,
                     leader,
@@ -506,11 +504,8 @@ impl Zab {
         if epoch != l.epoch {
             return;
         }
-        match l.forwards.get(&from) {
-            Some(&(n, last)) if n == nonce && seq <= last => return,
-            _ => {
-                l.forwards.insert(from, (nonce, seq));
-            }
+        if !l.forwards.fresh(from, (nonce, seq)) {
+            return;
         }
         if let Some(p) = l.peers.get_mut(&from) {
             p.last_heard = now;

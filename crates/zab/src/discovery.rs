@@ -72,7 +72,7 @@ impl Zab {
             stage: LStage::Discovery,
             started: self.now,
             infos,
-            forwards: BTreeMap::new(),
+            forwards: Default::default(),
             recovering: BTreeSet::new(),
             ack_epochs: BTreeMap::new(),
             peers: BTreeMap::new(),

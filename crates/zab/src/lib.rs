@@ -314,9 +314,8 @@ struct Leader {
     /// When the current stage began: discovery's start, then the epoch's establishment.
     started: TimeUs,
     infos: BTreeMap<NodeId, u32>,
-    /// The last forward taken from each follower: (nonce, seq). Replayed or reordered forwards
-    /// (a seq not above it, for the same nonce) are dropped.
-    forwards: BTreeMap<NodeId, (u64, u64)>,
+    /// The last forward taken from each follower: replayed or reordered forwards are dropped.
+    forwards: synod_core::kit::forward::Taken,
     /// Followers whose last FOLLOWERINFO said they are recovering from lost state: they count
     /// toward neither discovery quorum, and their history never weighs (still synchronised).
     recovering: BTreeSet<NodeId>,
@@ -366,8 +365,8 @@ pub struct Zab {
     /// waits for it (`Zab::gate_on_mark`, recovery.rs).
     mark_seq: u64,
     /// This incarnation's forwards: a random nonce and the last sequence number used.
-    forward_nonce: u64,
-    forward_seq: u64,
+    /// This incarnation's forwards to its leader, numbered (synod_core::kit::forward).
+    forwarding: synod_core::kit::forward::Numbering,
 }
 
 impl Protocol for Zab {
@@ -408,8 +407,7 @@ impl Protocol for Zab {
             deferred,
             mark_seq,
             // The seed differs per incarnation (drivers draw it at every start).
-            forward_nonce: seed,
-            forward_seq: 0,
+            forwarding: synod_core::kit::forward::Numbering::new(seed),
             phase: Phase::Looking(Election {
                 vote: Vote::default(),
                 recv: BTreeMap::new(),
@@ -426,8 +424,9 @@ impl Protocol for Zab {
     fn step(&mut self, now_us: TimeUs, input: Input<Msg>, out: &mut ZabActions) {
         self.now = self.now.max(now_us);
         let first_send = out.send.len();
-        out.persist.append(&mut self.deferred);
         match input {
+            // What restore found it must write (a recovery mark) is issued first.
+            Input::Start => out.persist.append(&mut self.deferred),
             Input::Submit(commands) => self.on_submit(commands, out),
             Input::Message { from, msg } => self.on_message(from, msg, out),
             Input::Timeout => self.on_timeout(out),

@@ -14,8 +14,8 @@ pub struct Log {
     entries: VecDeque<Entry>,
     snapshot: Option<Snapshot>,
     hard: Hard,
-    /// Sequence number of the last storage op issued.
-    last_seq: u64,
+    /// Storage sequence numbers (synod_core::kit::issuer).
+    issuer: synod_core::kit::issuer::Issuer,
     /// Sequence number of the last hard-state write.
     hard_seq: u64,
     /// For every op not yet durable: its seq and the log's last point once it is applied.
@@ -42,7 +42,7 @@ impl Log {
             entries,
             snapshot: durable.snapshot,
             hard: durable.hard,
-            last_seq: 0,
+            issuer: Default::default(),
             hard_seq: 0,
             pending: VecDeque::new(),
             durable: last,
@@ -74,7 +74,7 @@ impl Log {
     }
     /// Sequence number of the last storage op issued.
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.issuer.last()
     }
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -146,13 +146,9 @@ impl Log {
     }
 
     fn issue(&mut self, op: StorageOp<Entry, Hard>, ops: &mut Ops) -> u64 {
-        self.last_seq += 1;
-        self.pending.push_back((self.last_seq, self.last()));
-        ops.push(Persist {
-            seq: self.last_seq,
-            op,
-        });
-        self.last_seq
+        let seq = self.issuer.issue(op, ops);
+        self.pending.push_back((seq, self.last()));
+        seq
     }
 
     pub fn set_hard(&mut self, hard: Hard, ops: &mut Ops) -> u64 {

@@ -29,6 +29,15 @@ fn step(z: &mut Zab, now: TimeUs, input: Input<Msg>) -> Out {
     out
 }
 
+/// The first steps of an incarnation, into one output: it boots (`Input::Start`, where a lost
+/// disk's recovering mark is written) and its first timer fires.
+fn boot(z: &mut Zab, now: TimeUs) -> Out {
+    let mut out = Out::default();
+    z.step(now, Input::Start, &mut out);
+    z.step(now, Input::Timeout, &mut out);
+    out
+}
+
 fn msg(from: NodeId, msg: Msg) -> Input<Msg> {
     Input::Message { from, msg }
 }
@@ -85,7 +94,7 @@ fn a_lost_disk_marks_recovering_durably_before_any_message_and_abstains() {
     };
     let mut z = restore(1, 3, lost_disk(hard));
     assert!(z.recovering());
-    let out = step(&mut z, 0, Input::Timeout);
+    let out = boot(&mut z, 0);
     let mark = match out.persist.first() {
         Some(p) => match &p.op {
             StorageOp::SetHard(h) => {
@@ -166,7 +175,7 @@ fn a_replica_that_lost_nothing_is_not_recovering() {
 #[test]
 fn a_recovering_replica_follows_only_a_leader_a_quorum_of_others_vouches_for() {
     let mut z = restore(3, 3, lost_disk(Hard::default()));
-    let out = step(&mut z, 0, Input::Timeout);
+    let out = boot(&mut z, 0);
     step(
         &mut z,
         1,
