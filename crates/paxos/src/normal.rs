@@ -39,7 +39,7 @@ impl Paxos {
 
     pub(crate) fn forward(&mut self, to: NodeId, commands: Vec<Command>, out: &mut PaxosActions) {
         for chunk in commands.chunks(MAX_BATCH) {
-            let (nonce, seq) = self.forwarding.next();
+            let (nonce, seq) = self.forwarding.number();
             let msg = Msg::Forward {
                 view: self.hard.installed,
                 nonce,

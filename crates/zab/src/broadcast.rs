@@ -17,7 +17,7 @@ impl Zab {
                 let (leader, epoch) = (f.leader, f.epoch);
                 if self.opts.bug == Some(Bug::ForwardTwice) {
                     // The bug is the follower's: the same commands forwarded as two forwards.
-                    let (nonce, seq) = self.forwarding.next();
+                    let (nonce, seq) = self.forwarding.number();
                     let again = Msg::Forward {
                         epoch,
                         nonce,
@@ -26,7 +26,7 @@ impl Zab {
                     };
                     self.send(out, leader, again);
                 }
-                let (nonce, seq) = self.forwarding.next();
+                let (nonce, seq) = self.forwarding.number();
                 self.send(
                     out,
                     leader,

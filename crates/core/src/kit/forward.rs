@@ -21,7 +21,7 @@ impl Numbering {
     }
 
     /// The `(nonce, seq)` of the next forward.
-    pub fn next(&mut self) -> (u64, u64) {
+    pub fn number(&mut self) -> (u64, u64) {
         self.seq += 1;
         (self.nonce, self.seq)
     }
@@ -59,7 +59,7 @@ mod tests {
     #[test]
     fn replays_are_refused_and_a_new_incarnation_starts_over() {
         let mut n = Numbering::new(7);
-        let (a, b) = (n.next(), n.next());
+        let (a, b) = (n.number(), n.number());
         assert_eq!((a, b), ((7, 1), (7, 2)));
         let mut t = Taken::default();
         assert!(t.fresh(2, a) && t.fresh(2, b));
