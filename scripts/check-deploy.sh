@@ -118,6 +118,9 @@ check_context() {
   done < <(awk '$1 == "COPY" && $2 !~ /^--from/ { for (i = 2; i < NF; i++) print $i }' Dockerfile)
   (cd "$2" && cargo metadata --locked --offline --format-version 1 >/dev/null)
 }
+# Every package of Cargo.lock, those of other platforms included, in the local registry: the
+# context's `cargo metadata --offline` reads them all (a build fetches only this platform's).
+cargo fetch --locked >/dev/null
 grep -v '^!proto/$' .dockerignore >"$work/dockerignore.bad"
 expect_failure "a .dockerignore that leaves out proto/, which the Dockerfile copies" \
   check_context "$work/dockerignore.bad" "$work/context-bad"

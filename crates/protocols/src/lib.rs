@@ -13,6 +13,14 @@ pub mod zab;
 use synod_sim::{Report, SimConfig};
 pub use zab::run_named_seeds_with;
 
+/// The ZooKeeper app's zxids follow the family's positions (as the server's groups do).
+pub(crate) fn zxids<O>(mut c: SimConfig<O>, zxids: synod_zk::group::Zxids) -> SimConfig<O> {
+    if let synod_sim::App::ZooKeeper(app) = &mut c.app {
+        app.zxids = zxids;
+    }
+    c
+}
+
 /// Every protocol that can be selected by name.
 pub fn names() -> Vec<&'static str> {
     let mut v = zab::names();

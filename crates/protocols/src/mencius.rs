@@ -60,7 +60,10 @@ pub fn out_of_order(name: &str) -> bool {
 /// that lost what it suggested cannot tell which of its instances it used, and one restored
 /// with a lost disk stays out of the protocol (docs/protocols/mencius.md §10).
 pub fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<Options> {
-    let mut c = cfg.with_options(options(name, cfg));
+    let mut c = crate::zxids(
+        cfg.with_options(options(name, cfg)),
+        synod_zk::group::Zxids::PaxosBatch,
+    );
     if out_of_order(name) && c.workload.registers.is_none() {
         c.workload.registers = Some(OOO_REGISTERS);
     }

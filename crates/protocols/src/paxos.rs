@@ -78,11 +78,17 @@ pub fn run_seeds_with(
     tweak: &dyn Fn(&mut Options),
 ) -> Result<Report, String> {
     crate::check_name(name)?;
-    let mut c = cfg.with_options(options(name, cfg));
+    let mut c = crate::zxids(
+        cfg.with_options(options(name, cfg)),
+        synod_zk::group::Zxids::PaxosBatch,
+    );
     tweak(&mut c.options);
     Ok(run_seeds::<Paxos>(&c, seeds, threads))
 }
 
 pub(crate) fn run_one(name: &str, cfg: &SimConfig<()>) -> (Report, Option<String>) {
-    sim_one::<Paxos>(cfg.with_options(options(name, cfg)))
+    sim_one::<Paxos>(crate::zxids(
+        cfg.with_options(options(name, cfg)),
+        synod_zk::group::Zxids::PaxosBatch,
+    ))
 }

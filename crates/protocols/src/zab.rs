@@ -80,7 +80,7 @@ pub(crate) fn check_size(name: &str, nodes: usize) -> Result<(), String> {
 fn configure(name: &str, cfg: &SimConfig<()>) -> SimConfig<ZabOptions> {
     let s = spec(name).expect("checked");
     let variant = s.options.variant;
-    let mut c = cfg.with_options(s.options);
+    let mut c = crate::zxids(cfg.with_options(s.options), synod_zk::group::Zxids::Tag);
     // `batch_commands` bounds batching end to end, in the leader too, not only the driver.
     // At 1 the leader proposes one command at a time, pipelined without a window of batches
     // (the thesis's protocols).

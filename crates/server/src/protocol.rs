@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use synod_paxos::{Batching, CatchUp};
 use synod_zab::variant::Variant;
+pub use synod_zk::group::Zxids;
 
 /// A family of protocols: one core type, one log format, one message decoder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,39 +91,6 @@ pub(crate) fn check_protocol(key: &str, protocol: &str, members: usize) -> Resul
              not {members}"
         ),
         Some(Family::Mencius) => Ok(()),
-    }
-}
-
-/// How a group's delivered positions map to ZooKeeper zxids. Clients compare zxids (a session
-/// never accepts a server behind the last zxid it saw), so the zxid must grow with every
-/// delivery, and the map must be a bijection (a snapshot stores the zxid, the log its
-/// position's tag).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Zxids {
-    /// The tag is the zxid (Zab: each command has its own zxid).
-    #[default]
-    Tag,
-    /// PFT's tag `n << 16 | left` counts the commands left in batch `n` after this one, so it
-    /// falls within a batch; the zxid `n << 16 | (0xFFFF - left)` grows, and carries the same
-    /// information. Nothing delivered (tag 0) is zxid 0. Mencius's tag is the same with its
-    /// instance for `n`, delivered in instance order.
-    PaxosBatch,
-}
-
-impl Zxids {
-    pub fn zxid(self, tag: u64) -> i64 {
-        match self {
-            Zxids::Tag => tag as i64,
-            Zxids::PaxosBatch => synod_core::kit::tag::ordinal(tag) as i64,
-        }
-    }
-
-    /// The inverse of [`Zxids::zxid`].
-    pub fn tag(self, zxid: i64) -> u64 {
-        match self {
-            Zxids::Tag => zxid as u64,
-            Zxids::PaxosBatch => synod_core::kit::tag::from_ordinal(zxid as u64),
-        }
     }
 }
 

@@ -56,6 +56,9 @@ pub enum Checker {
     /// A state machine's message to another group was not delivered there, or is still
     /// unacknowledged at the end.
     GroupMessages,
+    /// A ZooKeeper session saw its reads go back, or a read after a sync missed a write
+    /// acknowledged before it.
+    Session,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
 }
@@ -85,6 +88,7 @@ impl fmt::Display for Checker {
             Checker::Acknowledged => "acknowledged",
             Checker::Divergence => "divergence",
             Checker::GroupMessages => "group-messages",
+            Checker::Session => "session",
             Checker::Panic => "panic",
         };
         f.write_str(s)

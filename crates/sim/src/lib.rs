@@ -220,6 +220,10 @@ pub enum App {
     /// commit between bucket groups, and SconeKV's checkers (serializability, atomicity,
     /// agreement of outcomes, liveness) run on every seed.
     Kv(KvApp),
+    /// The ZooKeeper data tree (synod_zk::group::ZooKeeper) in every group; every client is a
+    /// session that writes keys, reads them at its replica and sometimes syncs first; the
+    /// session checker: reads never go back, sync + read sees every acknowledged write.
+    ZooKeeper(ZkApp),
 }
 
 impl App {
@@ -228,6 +232,7 @@ impl App {
             "opaque" => Some(App::Opaque),
             "registers" => Some(App::Registers),
             "kv" => Some(App::Kv(KvApp::default())),
+            "zookeeper" => Some(App::ZooKeeper(ZkApp::default())),
             _ => None,
         }
     }
@@ -237,6 +242,44 @@ impl App {
             App::Opaque => "opaque",
             App::Registers => "registers",
             App::Kv(_) => "kv",
+            App::ZooKeeper(_) => "zookeeper",
+        }
+    }
+}
+
+/// The ZooKeeper app's sessions.
+#[derive(Clone, Debug)]
+pub struct ZkApp {
+    /// Keys `/k0..`: few, so that sessions read each other's writes.
+    pub keys: u32,
+    /// The fraction of a session's requests that are reads (served at its replica).
+    pub read_ratio: f64,
+    /// The fraction of reads that a `sync` precedes.
+    pub sync_ratio: f64,
+    /// How the group's positions become zxids (the family's: the registry sets it).
+    pub zxids: synod_zk::group::Zxids,
+    /// A bug planted in the sessions' front end (to see the session checker catch it).
+    pub plant: Option<ZkPlant>,
+}
+
+/// Bugs of a ZooKeeper front end, planted in the simulated sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZkPlant {
+    /// A session reads at a replica behind what it saw (the server does not refuse it).
+    StaleReads,
+    /// `sync` is answered at once from the replica's state, unordered (the server's
+    /// `stale-sync` bug).
+    LocalSync,
+}
+
+impl Default for ZkApp {
+    fn default() -> Self {
+        ZkApp {
+            keys: 8,
+            read_ratio: 0.5,
+            sync_ratio: 0.3,
+            zxids: Default::default(),
+            plant: None,
         }
     }
 }

@@ -46,8 +46,9 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     groups: usize,
     /// The groups' state machines and what clients ask of them: `opaque` (payloads the
-    /// protocol orders, a machine that keeps nothing) or `registers` (the register machine in
-    /// every group; clients put keys and relay puts to other groups through the hosts).
+    /// protocol orders, a machine that keeps nothing), `registers` (the register machine in
+    /// every group; clients put keys and relay puts to other groups through the hosts) or
+    /// `zookeeper` (the ZooKeeper tree; clients are sessions, checked session by session).
     #[arg(long, default_value = "opaque")]
     app: String,
     /// Plant a bug in every node's host, to see the checkers catch it:
@@ -269,7 +270,7 @@ pub fn run(args: SimArgs) -> Result<i32> {
     }
     cfg.groups = args.groups;
     cfg.app = synod_sim::App::named(&args.app)
-        .with_context(|| format!("--app {}: known are opaque, registers", args.app))?;
+        .with_context(|| format!("--app {}: known are opaque, registers, zookeeper", args.app))?;
     if let Some(p) = &args.plant_host {
         cfg.host_bug = synod_host::HostBug::named(p).with_context(|| {
             let known: Vec<&str> = synod_host::HostBug::ALL.iter().map(|(n, _)| *n).collect();

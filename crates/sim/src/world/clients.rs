@@ -20,7 +20,7 @@ use synod_host::{Hosted, SubmitResult};
 
 pub(super) struct Client {
     /// The group it works in.
-    group: usize,
+    pub(super) group: usize,
     node: usize,
     /// Commands submitted and not yet answered, oldest first: (id, submitted at, tracked).
     outstanding: VecDeque<(u64, u64, bool)>,
@@ -32,6 +32,8 @@ pub(super) struct Client {
     sent_on_conn: u64,
     /// Commands submitted in all.
     sent: u64,
+    /// The ZooKeeper app: a sync to submit before reading this key.
+    zk_sync: Option<u32>,
 }
 
 impl Client {
@@ -44,6 +46,7 @@ impl Client {
             conn: 0,
             sent_on_conn: 0,
             sent: 0,
+            zk_sync: None,
         }
     }
 
@@ -86,7 +89,10 @@ impl<P: Hosted> World<P> {
         }
         let pipeline = w.pipeline.max(1);
         let (node, g) = (self.clients[c].node, self.clients[c].group);
-        let wr = self.cfg.workload.write_ratio;
+        let wr = match &self.cfg.app {
+            App::ZooKeeper(app) => 1.0 - app.read_ratio,
+            _ => self.cfg.workload.write_ratio,
+        };
         let tracked_phase = self.stable_at.is_some();
         if wr < 1.0
             && !tracked_phase
@@ -94,6 +100,35 @@ impl<P: Hosted> World<P> {
             && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= wr
         {
             // A read: served from this replica's state, no broadcast.
+            if let App::ZooKeeper(app) = &self.cfg.app {
+                let (keys, sync) = (app.keys.max(1), app.sync_ratio);
+                let local_sync = app.plant == Some(crate::ZkPlant::LocalSync);
+                let key = (self.rng.next_u64() % keys as u64) as u32;
+                let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                if draw < sync && local_sync {
+                    // The planted bug: the sync answered here, unordered.
+                    if !self.zk_local_sync(node, c, key) {
+                        self.client_refused(c);
+                        return;
+                    }
+                } else if draw >= sync {
+                    if !self.zk_read(node, c, key, None) {
+                        // The replica is behind what the session saw: ZooKeeper's server
+                        // refuses the client, which tries another.
+                        self.client_refused(c);
+                        return;
+                    }
+                } else {
+                    // A sync first (a replicated transaction), then the read where it was
+                    // answered.
+                    self.clients[c].zk_sync = Some(key);
+                    if !self.submit(c, node, g, false) {
+                        return;
+                    }
+                    self.arm_timeout(c);
+                    return;
+                }
+            }
             self.report.reads += 1;
             self.clients[c].attempt += 1;
             let attempt = self.clients[c].attempt;
@@ -138,10 +173,23 @@ impl<P: Hosted> World<P> {
             .map(|k| self.register_op(c as u64, k));
         let n = self.clients[c].sent;
         let registers = matches!(self.cfg.app, App::Registers);
+        let mut zk = None;
         let (payload, relay) = match op {
             Some(op) => (op.encode(self.cfg.workload.payload_bytes), None),
             None if registers => self.register_command(c, g, n),
-            None => (self.payload.clone(), None),
+            None => match &self.cfg.app {
+                App::ZooKeeper(app) => {
+                    let app = app.clone();
+                    let now_ms = (self.local_now(node) / 1_000) as i64;
+                    let (payload, cmd) = match self.clients[c].zk_sync.take() {
+                        Some(key) => self.zk_sync(c, key, now_ms),
+                        None => self.zk_command(c, &app, now_ms),
+                    };
+                    zk = Some(cmd);
+                    (payload, None)
+                }
+                _ => (self.payload.clone(), None),
+            },
         };
         let cl = &mut self.clients[c];
         cl.sent += 1;
@@ -164,6 +212,9 @@ impl<P: Hosted> World<P> {
         }
         if let Some((from, to, key, value)) = relay {
             self.relays.push((id, from, to, key, value));
+        }
+        if let Some(cmd) = zk {
+            self.zk_submitted(id, c, cmd);
         }
         self.clients[c]
             .outstanding
@@ -259,6 +310,9 @@ impl<P: Hosted> World<P> {
             let (now, node) = (self.now, self.nodes[i].id);
             self.histories[g].acknowledged(now, node, a.id, a.at.slot);
             self.acknowledged.push((g, a.id));
+            if self.clients[c].conn == conn && self.clients[c].node == i {
+                self.zk_delivered(i, c, a);
+            }
         }
         let cl = &self.clients[c];
         if cl.conn != conn || cl.node != i {

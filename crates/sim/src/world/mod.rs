@@ -29,6 +29,7 @@ mod node;
 mod replicas;
 mod restart;
 mod telemetry;
+mod zk;
 
 use crate::check::{Checker, History};
 use crate::faults::{between, FaultKind, Schedule};
@@ -175,6 +176,8 @@ pub struct World<P: Protocol> {
     relays: Vec<(u64, usize, usize, String, Bytes)>,
     /// The SconeKV app's clients and what its checkers need.
     kv: Option<kv::KvWorld>,
+    /// The ZooKeeper app's sessions, as its checker sees them.
+    zk: Option<zk::ZkWorld>,
     /// Output buffers swapped with a host's (their capacity reused).
     spare: synod_host::Outputs<Token>,
 }
@@ -324,6 +327,8 @@ impl<P: Hosted> World<P> {
                 _ => None,
             },
             spare: Default::default(),
+            zk: matches!(cfg.app, crate::App::ZooKeeper(_))
+                .then(|| zk::ZkWorld::new(cfg.workload.clients, groups)),
             cfg,
         }
     }

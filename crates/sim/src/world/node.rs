@@ -169,6 +169,8 @@ pub(super) struct Member<P: Protocol> {
     pub(super) register: Option<Arc<Mutex<Register>>>,
     /// With the SconeKV app: the bucket inside it.
     pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
+    /// With the ZooKeeper app: the tree inside it.
+    pub(super) zk: Option<Arc<Mutex<synod_zk::group::ZooKeeper>>>,
     pub(super) role: Role,
     pub(super) leader: Option<NodeId>,
     pub(super) epoch: u64,
@@ -187,6 +189,7 @@ impl<P: Protocol> Member<P> {
             machine: m.recorder,
             register: m.register,
             kv: m.kv,
+            zk: m.zk,
             role: Role::Electing,
             leader: None,
             epoch: 0,

@@ -22,6 +22,7 @@ pub(super) struct Machines {
     pub(super) recorder: Arc<Mutex<Recorder>>,
     pub(super) register: Option<Arc<Mutex<Register>>>,
     pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
+    pub(super) zk: Option<Arc<Mutex<synod_zk::group::ZooKeeper>>>,
 }
 
 /// Group `g`'s state machine under `app` (of `groups`).
@@ -32,13 +33,24 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
             recorder: recorder(Box::<Vacant>::default()),
             register: None,
             kv: None,
+            zk: None,
         },
+        App::ZooKeeper(app) => {
+            let t = Arc::new(Mutex::new(synod_zk::group::ZooKeeper::new(app.zxids)));
+            Machines {
+                recorder: recorder(Box::new(Shared(t.clone()))),
+                register: None,
+                kv: None,
+                zk: Some(t),
+            }
+        }
         App::Registers => {
             let r = Arc::new(Mutex::new(Register::new(g as GroupId)));
             Machines {
                 recorder: recorder(Box::new(Shared(r.clone()))),
                 register: Some(r),
                 kv: None,
+                zk: None,
             }
         }
         App::Kv(kv) => {
@@ -47,6 +59,7 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
                 recorder: recorder(super::kv::shared(&m)),
                 register: None,
                 kv: Some(m),
+                zk: None,
             }
         }
     }
@@ -67,6 +80,7 @@ impl<P: Hosted> World<P> {
                 recorder: machine,
                 register,
                 kv,
+                zk,
             } = machine(&self.cfg.app, g, groups);
             let restored = {
                 let m = &self.nodes[i].groups[g];
@@ -82,6 +96,7 @@ impl<P: Hosted> World<P> {
             self.nodes[i].groups[g].machine = machine.clone();
             self.nodes[i].groups[g].register = register;
             self.nodes[i].groups[g].kv = kv;
+            self.nodes[i].groups[g].zk = zk;
             self.nodes[i].groups[g].leader = None;
             let cluster = Cluster::new(id, members.clone());
             let seed = mix(self.cfg.seed, (id as u64) << 32 | inc) ^ (g as u64) << 56;
