@@ -154,12 +154,14 @@ pub(super) async fn run_workload_probed(
         })
     };
     let mut before = None;
+    tokio::time::sleep_until(shared.measure_from.into()).await;
+    let machine0 = super::machine_cpu::busy();
     if let Some(p) = &probe {
-        tokio::time::sleep_until(shared.measure_from.into()).await;
         let p = p.clone();
         before = Some(tokio::task::spawn_blocking(move || p.snapshot()).await?);
     }
     tokio::time::sleep_until((shared.measure_to).into()).await;
+    let machine1 = super::machine_cpu::busy();
     let mut after = None;
     if let Some(p) = probe {
         after = Some(tokio::task::spawn_blocking(move || p.snapshot()).await?);
@@ -206,6 +208,7 @@ pub(super) async fn run_workload_probed(
             (Some(a), Some(b)) => Some(ServerCost::between(&a, &b, ops)),
             _ => None,
         },
+        machine: super::machine_cpu::MachineCpu::between(machine0, machine1, secs, ops),
         link: None,
     })
 }

@@ -13,6 +13,7 @@
 //! | `load.rs` | the closed-loop load: key set-up, clients, histograms |
 //! | `conn.rs` | one client's connection: a ZooKeeper session or an etcd client |
 //! | `cost.rs` | the servers' peer messages, bytes and CPU time in the measured window |
+//! | `machine_cpu.rs` | the whole machine's CPU in the measured window (/proc/stat) |
 //! | `compare.rs` | `bench compare`: synod against ZooKeeper and etcd, markdown and SVG |
 //! | `protocols.rs` | `bench protocols`: synod's replication protocols on real processes |
 //! | `memory.rs` | `bench memory`: resident memory with many znodes |
@@ -30,6 +31,7 @@ mod cost;
 pub mod kv;
 mod kv_report;
 mod load;
+mod machine_cpu;
 mod memory;
 mod protocols;
 #[cfg(test)]
@@ -149,6 +151,10 @@ pub struct RunResult {
     /// peer counters only for synod).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<cost::ServerCost>,
+    /// The whole machine's CPU in the measured window (servers, load generator and the rest),
+    /// from /proc/stat: what an operation costs when everything runs on one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<machine_cpu::MachineCpu>,
     /// The peer links the servers emulated (`bench protocols --link-*`); none: loopback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<protocols::LinkEmulation>,
@@ -243,7 +249,11 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         None => {
             let w = Workload::from_args(&args.run)?;
             let r = rt.block_on(load::run_workload(&w))?;
-            print_table(std::slice::from_ref(&r));
+            print_table_with(
+                std::slice::from_ref(&r),
+                &["cores busy", "µs CPU/op"],
+                machine_cpu::cells,
+            );
             if let Some(p) = &args.run.json {
                 std::fs::write(p, serde_json::to_string_pretty(&r)?)?;
             }

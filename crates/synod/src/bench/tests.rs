@@ -35,6 +35,7 @@ fn ratios_table_names_both_systems() {
         max_us: 1.0,
         mean_us: 1.0,
         server: None,
+        machine: None,
         link: None,
     };
     let doc = CompareDoc {
