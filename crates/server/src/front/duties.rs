@@ -12,6 +12,7 @@
 //! expires exactly once, and never while its touches are being ordered); a reap removes a node
 //! only if it is still due when applied.
 
+use super::expiry::{Deadlines, Touches};
 use super::{now_ms, ConnEvent, Front, LocalSession};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use tracing::info;
 /// The effects of applied transactions on this server's clients.
 pub(super) struct FrontEffects {
     pub(super) sessions: Arc<Mutex<HashMap<i64, LocalSession>>>,
-    pub(super) touches: Arc<Mutex<HashMap<i64, Instant>>>,
+    pub(super) touches: Arc<Mutex<Touches>>,
 }
 
 impl Effects for FrontEffects {
@@ -42,7 +43,7 @@ impl Effects for FrontEffects {
         }
     }
     fn session_closed(&self, session: i64) {
-        self.touches.lock().expect("touches").remove(&session);
+        self.touches.lock().expect("touches").forget(session);
         let s = self.sessions.lock().expect("sessions");
         if let Some(ls) = s.get(&session) {
             ls.close.send_replace(Some("session closed"));
@@ -52,13 +53,18 @@ impl Effects for FrontEffects {
         let now = Instant::now();
         let mut t = self.touches.lock().expect("touches");
         for s in sessions {
-            t.insert(*s, now);
+            t.touch(*s, now);
         }
     }
 }
 
 /// How often the duties run (touch rounds every 500 ms, expiry and reaping checks).
 const DUTY_TICK: Duration = Duration::from_millis(50);
+
+/// A session's timeout.
+fn timeout(timeout_ms: i32) -> Duration {
+    Duration::from_millis(timeout_ms.max(0) as u64)
+}
 
 /// Background duties: whether this server serves clients (on every change of the group's
 /// view); touches of its sessions; and, where the view names this replica leader, session
@@ -71,6 +77,8 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
     // Expiries asked for: when, and the session's last touch they named.
     let mut expiring: HashMap<i64, (Instant, u64)> = HashMap::new();
     let mut reaping: HashMap<String, Instant> = HashMap::new();
+    // When each session may have run out its timeout (expiry.rs).
+    let mut deadlines = Deadlines::default();
     loop {
         tokio::select! {
             changed = view.changed() => {
@@ -91,6 +99,7 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
         });
         if !is_serving {
             led_epoch = None;
+            front.touches.lock().expect("touches").fresh.clear();
             continue;
         }
         if last_touch_round.elapsed() >= Duration::from_millis(500) {
@@ -110,6 +119,8 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
         }
         if v.leader != Some(front.group.me) {
             led_epoch = None;
+            // Only the duty holder queues deadlines (it queues every session when it starts).
+            front.touches.lock().expect("touches").fresh.clear();
             continue;
         }
         let now = Instant::now();
@@ -120,29 +131,49 @@ pub(super) async fn run(front: Arc<Front>, serving: watch::Sender<bool>) {
             led_epoch = Some(v.epoch);
             expiring.clear();
             reaping.clear();
-            let ids: Vec<i64> = front
+            deadlines.clear();
+            let sessions: Vec<(i64, Duration)> = front
                 .machine
                 .lock()
                 .expect("machine")
                 .tree
                 .sessions
-                .keys()
-                .copied()
+                .iter()
+                .map(|(&id, s)| (id, timeout(s.timeout_ms)))
                 .collect();
             let mut t = front.touches.lock().expect("touches");
-            t.clear();
-            for id in ids {
-                t.insert(id, now);
+            t.last.clear();
+            t.fresh.clear();
+            for (id, timeout) in sessions {
+                t.last.insert(id, now);
+                deadlines.queue(id, now + timeout);
             }
         }
         let (expired, due) = {
             let m = front.machine.lock().expect("machine");
             let mut t = front.touches.lock().expect("touches");
+            // Sessions seen for the first time (created, attached): queued at their deadline.
+            // Then the sessions whose deadline came, and only they, are looked at.
+            for id in std::mem::take(&mut t.fresh) {
+                let last = t.last.get(&id).copied().unwrap_or(now);
+                if let Some(s) = m.tree.sessions.get(&id) {
+                    deadlines.queue(id, last + timeout(s.timeout_ms));
+                }
+            }
             let mut expired = Vec::new();
-            for (id, s) in m.tree.sessions.iter() {
-                let last = *t.entry(*id).or_insert(now);
-                if now.duration_since(last) > Duration::from_millis(s.timeout_ms.max(0) as u64) {
-                    expired.push((*id, s.touched));
+            for id in deadlines.take_due(now) {
+                let Some(s) = m.tree.sessions.get(&id) else {
+                    t.forget(id); // closed: forgotten
+                    continue;
+                };
+                let timeout = timeout(s.timeout_ms);
+                let last = *t.last.entry(id).or_insert(now);
+                if now.duration_since(last) > timeout {
+                    expired.push((id, s.touched));
+                    // Looked at again one timeout later, should this expiry be void.
+                    deadlines.queue(id, now + timeout.max(DUTY_TICK));
+                } else {
+                    deadlines.queue(id, last + timeout);
                 }
             }
             (expired, m.due_for_reaping(now_ms(), 100))

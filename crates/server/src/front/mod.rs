@@ -31,9 +31,11 @@
 //! | `frames.rs` | request and reply frames |
 //! | `words.rs` | four-letter words |
 //! | `duties.rs` | serving or not, session touches, the leader's expiry and reaping |
+//! | `expiry.rs` | the leader's session deadlines (expiry without scanning every session) |
 
 mod auth;
 mod duties;
+mod expiry;
 mod frames;
 mod handshake;
 mod requests;
@@ -104,7 +106,7 @@ pub struct Front {
     /// Sessions that sent anything since the last touch round.
     active: Mutex<HashSet<i64>>,
     /// Leader side: when each session was last touched (from applied `Touch` transactions).
-    touches: Arc<Mutex<HashMap<i64, Instant>>>,
+    touches: Arc<Mutex<expiry::Touches>>,
     next_session: AtomicU64,
     next_conn: AtomicU64,
     serving: watch::Receiver<bool>,
@@ -166,7 +168,7 @@ fn now_ms() -> i64 {
 impl Front {
     pub fn new(cfg: FrontConfig, machine: Arc<Mutex<ZooKeeper>>, group: GroupHandle) -> Arc<Front> {
         let sessions = Arc::new(Mutex::new(HashMap::new()));
-        let touches = Arc::new(Mutex::new(HashMap::new()));
+        let touches = Arc::new(Mutex::new(expiry::Touches::default()));
         let zxids = {
             let mut m = machine.lock().expect("machine");
             m.set_effects(Box::new(duties::FrontEffects {
