@@ -4,22 +4,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each section says when it starts; the end prints how long each took (CI has a time budget).
+timings=""
+section_name=""
+section_start=$SECONDS
+section() {
+  if [ -n "$section_name" ]; then
+    timings="$timings$(printf '%6ds  %s' $((SECONDS - section_start)) "$section_name")"$'\n'
+  fi
+  section_name="$1"
+  section_start=$SECONDS
+  echo "== $1   [at ${SECONDS}s]"
+}
+
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required: install Rust with rustup (https://rustup.rs)" >&2
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-echo "== cargo fmt --check"
+section "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy (warnings are errors)"
+section "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== cargo test (release: the simulator runs thousands of seeded runs)"
+section "cargo test (release: the simulator runs thousands of seeded runs)"
 cargo test --workspace --release --locked
 
-echo "== ZooKeeper compatibility: Python environment (kazoo, pytest)"
+section "ZooKeeper compatibility: Python environment (kazoo, pytest)"
 py=target/pyenv
 # (Re)install when the venv is new or tests/requirements.txt changed since the last install.
 if [ ! -x "$py/bin/pytest" ] || ! cmp -s tests/requirements.txt "$py/.requirements.txt"; then
@@ -28,7 +41,7 @@ if [ ! -x "$py/bin/pytest" ] || ! cmp -s tests/requirements.txt "$py/.requiremen
   cp tests/requirements.txt "$py/.requirements.txt"
 fi
 
-echo "== ZooKeeper compatibility: Apache ZooKeeper 3.8 from Debian (the reference run)"
+section "ZooKeeper compatibility: Apache ZooKeeper 3.8 from Debian (the reference run)"
 if [ ! -f /usr/share/java/zookeeper.jar ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
@@ -39,7 +52,7 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
   fi
 fi
 
-echo "== ZooKeeper compatibility: the Java clients (tests/zk/java: Curator 5.9 and the ZooKeeper 3.9 Java client, from Maven Central)"
+section "ZooKeeper compatibility: the Java clients (tests/zk/java: Curator 5.9 and the ZooKeeper 3.9 Java client, from Maven Central)"
 if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
@@ -52,7 +65,7 @@ fi
 (cd tests/zk/java && mvn -q -B package -DskipTests)
 export ZK_JAVA_REQUIRED=1   # a missing mvn or java fails the Java tests rather than skipping them
 
-echo "== ZooKeeper compatibility: the Go client (tests/zk/go: go-zookeeper, from the Go module proxy)"
+section "ZooKeeper compatibility: the Go client (tests/zk/go: go-zookeeper, from the Go module proxy)"
 export PATH="$PATH:/usr/local/go/bin"
 if ! command -v go >/dev/null 2>&1; then
   echo "Go (>= 1.22) is needed for tests/zk/test_go.py: https://go.dev/dl" >&2
@@ -60,19 +73,19 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 (cd tests/zk/go && GOFLAGS=-mod=mod GOTOOLCHAIN=local go build -o ../../../target/zkgo .)
 
-echo "== ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
+section "ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the tests test ZooKeeper)"
 ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-echo "== ZooKeeper compatibility suite against synod (zab)"
+section "ZooKeeper compatibility suite against synod (zab)"
 ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-echo "== ZooKeeper compatibility suite against synod (paxos)"
+section "ZooKeeper compatibility suite against synod (paxos)"
 ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-echo "== ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
+section "ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
 ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-echo "== SconeKV Python client: its tests, then end to end against a local store (synod dev --kv)"
+section "SconeKV Python client: its tests, then end to end against a local store (synod dev --kv)"
 kvpy=target/kvpy
 if [ ! -x "$kvpy/bin/pytest" ]; then
   python3 -m venv "$kvpy"
@@ -89,13 +102,18 @@ trap 'kill $kvdev 2>/dev/null || true' EXIT
 kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true
 
-echo "== Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
+section "Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
 SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops
 
-echo "== Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
+section "Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
 bash scripts/check-deploy.sh
 
-echo "== Rolling upgrade: v0.1.0 clusters (zab, paxos, mencius) upgraded one node at a time under load"
+section "Rolling upgrade: v0.1.0 clusters (zab, paxos, mencius) upgraded one node at a time under load"
 previous=$(bash scripts/build-previous.sh | tail -1)
 SYNOD_PREVIOUS_BIN="$previous" cargo test --release --locked -p synod --test upgrade -- \
   --ignored --nocapture --test-threads 1
+
+section "done"
+echo "Time per section (seconds):"
+printf "%s" "$timings"
+echo "Total: ${SECONDS}s"
