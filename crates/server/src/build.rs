@@ -6,19 +6,16 @@
 use crate::config::Config;
 use crate::kv::KvMachine;
 use crate::machine::{StateMachine, ZooKeeper};
-use crate::protocol::{Family, Zxids};
+use crate::protocol::GroupTunings;
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use synod_core::wire::Wire;
-use synod_core::{Cluster, GroupId, LogRecord, MessageKind, NodeId, Protocol, View};
+use synod_core::{Cluster, GroupId, NodeId, View};
 use synod_host::register::Register;
 use synod_host::{Group, GroupParts, GroupRunner, SharedMachine};
 use synod_log::{Recovery, Replayed};
-use synod_mencius::Mencius;
-use synod_paxos::Paxos;
-use synod_zab::Zab;
+use synod_registry::{Family, Visit};
 use tokio::sync::watch;
 use tracing::info;
 
@@ -46,7 +43,6 @@ pub(crate) struct Built {
 struct Spec<'a> {
     id: GroupId,
     protocol: &'a str,
-    family: Family,
     members: Vec<NodeId>,
     machine_kind: &'static str,
     /// Zab's tie-break among equal histories: a bucket group prefers a different replica
@@ -59,12 +55,12 @@ struct Spec<'a> {
 pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Result<Built> {
     let me = cfg.node_id;
     let all: Vec<NodeId> = cfg.members()?.keys().copied().collect();
-    let family =
-        |p: &str| Family::of(p).ok_or_else(|| anyhow!("'{p}' is not a protocol of this server"));
+    let zxids = |p: &str| {
+        crate::protocol::zxids(p).ok_or_else(|| anyhow!("'{p}' is not a protocol of this server"))
+    };
     let zk = Spec {
         id: 0,
         protocol: &cfg.protocol,
-        family: family(&cfg.protocol)?,
         members: all.clone(),
         machine_kind: "zookeeper",
         preferred: None,
@@ -75,7 +71,7 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
         protocols: Vec::new(),
         routes: BTreeMap::new(),
         zookeeper: Served {
-            machine: Arc::new(Mutex::new(ZooKeeper::new(Zxids::Tag))),
+            machine: Arc::new(Mutex::new(ZooKeeper::new(crate::protocol::Zxids::Tag))),
             view: watch::channel(View::default()).1,
         },
         registers: BTreeMap::new(),
@@ -83,7 +79,7 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
     };
     built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
-    let machine = ZooKeeper::new(zk.family.zxids());
+    let machine = ZooKeeper::new(zxids(&cfg.protocol)?);
     let served = group(cfg, &zk, machine, wal_dir, zk_ops, &mut built)?;
     built.zookeeper = served;
     for g in &cfg.groups {
@@ -96,7 +92,6 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
         let spec = Spec {
             id: g.id,
             protocol,
-            family: family(protocol)?,
             members,
             machine_kind: "register",
             preferred: None,
@@ -120,7 +115,6 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
             let spec = Spec {
                 id,
                 protocol,
-                family: family(protocol)?,
                 preferred: Some(members[b as usize % members.len()]),
                 members,
                 machine_kind: "kv",
@@ -148,7 +142,8 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
     Ok(built)
 }
 
-/// Build one group with its protocol's core and decoder, and record it in `built`.
+/// Build one group with its protocol's core and decoder (found in the registry by the
+/// group's protocol name), and record it in `built`.
 fn group<S: StateMachine>(
     cfg: &Config,
     spec: &Spec,
@@ -158,27 +153,49 @@ fn group<S: StateMachine>(
     built: &mut Built,
 ) -> Result<Served<S>> {
     let p = spec.protocol;
-    let (runner, served, view) = match spec.family {
-        Family::Zab => {
-            let opt = synod_zab::Options {
-                preferred_leader: spec.preferred,
-                ..cfg.zab_options(p)
-            };
-            restore::<Zab, S>(cfg, spec, opt, machine, wal_dir, ops)?
-        }
-        Family::Paxos => {
-            let opt = cfg.paxos_options(p);
-            restore::<Paxos, S>(cfg, spec, opt, machine, wal_dir, ops)?
-        }
-        Family::Mencius => {
-            let opt = cfg.mencius_options();
-            restore::<Mencius, S>(cfg, spec, opt, machine, wal_dir, ops)?
-        }
+    if crate::protocol::family(p).is_none() {
+        bail!("'{p}' is not a protocol of this server");
+    }
+    let build = Build {
+        cfg,
+        spec,
+        machine,
+        wal_dir,
+        ops,
     };
+    let (runner, served, view) = synod_registry::visit(p, build).expect("checked")?;
     built.runners.push(runner);
     built.views.insert(spec.id, view);
     built.protocols.push((spec.id, p.to_string()));
     Ok(served)
+}
+
+/// A group to restore, given its family by the registry.
+struct Build<'a, S> {
+    cfg: &'a Config,
+    spec: &'a Spec<'a>,
+    machine: S,
+    wal_dir: &'a Path,
+    ops: Vec<Replayed>,
+}
+
+impl<S: StateMachine> Visit for Build<'_, S> {
+    type Out = Result<Restored<S>>;
+    fn visit<F: Family>(self, name: &'static str) -> Self::Out {
+        let tunings = GroupTunings {
+            cfg: self.cfg,
+            preferred: self.spec.preferred,
+        };
+        let options = F::options(name, &tunings);
+        restore::<F, S>(
+            self.cfg,
+            self.spec,
+            options,
+            self.machine,
+            self.wal_dir,
+            self.ops,
+        )
+    }
 }
 
 /// A group restored from the log: its runner for the host, its machine and view for the front
@@ -199,10 +216,7 @@ fn restore<P, S>(
     ops: Vec<Replayed>,
 ) -> Result<Restored<S>>
 where
-    P: Protocol + Send + 'static,
-    P::Message: Wire + MessageKind + Send + 'static,
-    P::Record: LogRecord + Wire + Send + 'static,
-    P::Hard: Wire + Send + 'static,
+    P: Family,
     S: StateMachine,
 {
     let (id, protocol) = (spec.id, spec.protocol);
@@ -259,7 +273,8 @@ where
 mod tests {
     use super::*;
     use bytes::Bytes;
-    use synod_core::{Command, StorageOp};
+    use synod_core::wire::Wire;
+    use synod_core::{Command, LogRecord, StorageOp};
     use synod_log::{FsyncPolicy, Wal, WalOptions};
 
     fn config(dir: &Path, protocol: &str) -> Config {

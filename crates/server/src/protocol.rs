@@ -7,90 +7,110 @@
 use crate::config::Config;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use synod_paxos::{Batching, CatchUp};
-use synod_zab::variant::Variant;
+use synod_core::NodeId;
+use synod_paxos::{Batching, CatchUp, Paxos};
+use synod_registry::{Defaults, Family, Tunings};
 pub use synod_zk::group::Zxids;
 
-/// A family of protocols: one core type, one log format, one message decoder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    Zab,
-    Paxos,
-    Mencius,
-}
-
-/// Mencius's names. Its simulator-only `mencius-bug-*` are not served.
-const MENCIUS: [&str; 1] = ["mencius"];
-
-/// Mencius counts a instance's acceptors in a 64-bit mask.
-const MENCIUS_MEMBERS_MAX: usize = 64;
-
-/// PFT's names: the catch-up scheme (pft.md §3.3) is part of the name. The simulator's
-/// deliberately broken `paxos-bug-*` are not served.
-const PAXOS: [(&str, CatchUp); 3] = [
-    ("paxos", CatchUp::Pbq),
-    ("paxos-mbq", CatchUp::Mbq),
-    ("paxos-none", CatchUp::None),
-];
-
-impl Family {
-    /// The family of a protocol name, None if this server does not run it.
-    pub fn of(protocol: &str) -> Option<Family> {
-        if Variant::protocol(protocol).is_some() {
-            Some(Family::Zab)
-        } else if PAXOS.iter().any(|(n, _)| *n == protocol) {
-            Some(Family::Paxos)
-        } else if MENCIUS.contains(&protocol) {
-            Some(Family::Mencius)
-        } else {
-            None
-        }
-    }
-
-    /// How the zxids of a ZooKeeper group running this family follow its positions.
-    pub fn zxids(self) -> Zxids {
-        match self {
-            Family::Zab => Zxids::Tag,
-            // Mencius's tag is PFT's (`instance << 16 | left`), and with out-of-order commit
-            // off (the server never turns it on) it delivers in instance order: the same map
-            // grows with every delivery. Skipped instances leave gaps, as ZooKeeper allows.
-            Family::Paxos | Family::Mencius => Zxids::PaxosBatch,
-        }
-    }
-}
-
-/// Every protocol name a configuration may use.
+/// Every protocol name a configuration may use (the registry's served names: the
+/// simulator's deliberately broken protocols are not served).
 pub fn names() -> Vec<&'static str> {
-    Variant::ALL
-        .iter()
-        .map(|(n, _)| *n)
-        .chain(Variant::COINS.iter().map(|(n, _)| *n))
-        .chain(PAXOS.iter().map(|(n, _)| *n))
-        .chain(MENCIUS)
-        .collect()
+    synod_registry::served_names()
+}
+
+/// The family of a protocol this server runs ("zab", "paxos", "mencius"), None if it runs
+/// no such protocol.
+pub fn family(protocol: &str) -> Option<&'static str> {
+    synod_registry::find(protocol, true).map(|(_, family)| family)
+}
+
+/// How the zxids of a ZooKeeper group running `protocol` follow its positions.
+pub fn zxids(protocol: &str) -> Option<Zxids> {
+    family(protocol)?;
+    synod_registry::facts(protocol).map(|f| f.zxids)
 }
 
 /// A protocol this server runs, for a cluster of `members`.
 pub(crate) fn check_protocol(key: &str, protocol: &str, members: usize) -> Result<()> {
-    match Family::of(protocol) {
-        None => bail!(
-            "config key {key}: '{protocol}' is not a protocol of this server (supported: {})",
-            names().join(", ")
-        ),
-        Some(Family::Zab) => {
-            let (v, _) = Variant::protocol(protocol).expect("a Zab protocol");
-            if !v.supports(members) {
-                bail!("config key {key}: '{protocol}' does not support a cluster of {members}")
-            }
-            Ok(())
+    synod_registry::check(protocol, members, true)
+        .map_err(|e| anyhow::anyhow!("config key {key}: {e}"))
+}
+
+/// The catch-up scheme a PFT protocol's name fixes (None for other families).
+fn named_catch_up(protocol: &str) -> Option<CatchUp> {
+    (family(protocol) == Some("paxos")).then(|| Paxos::options(protocol, &Defaults).catch_up)
+}
+
+/// A group's settings over its protocol's options: the `[zab]`, `[paxos]`, `[mencius]` and
+/// `[batch]` sections, and the group's preferred leader.
+pub struct GroupTunings<'a> {
+    pub cfg: &'a Config,
+    /// Zab's tie-break among equal histories (bucket groups spread their masters).
+    pub preferred: Option<NodeId>,
+}
+
+impl Tunings for GroupTunings<'_> {
+    fn zab(&self, _name: &str, o: synod_zab::Options) -> synod_zab::Options {
+        let z = &self.cfg.zab;
+        synod_zab::Options {
+            heartbeat_us: z.heartbeat_ms * 1_000,
+            follower_timeout_us: z.follower_timeout_ms * 1_000,
+            leader_timeout_us: z.leader_timeout_ms * 1_000,
+            discovery_timeout_us: z.discovery_timeout_ms * 1_000,
+            election_resend_us: z.heartbeat_ms * 1_000,
+            election_resend_max_us: z.follower_timeout_ms * 1_000,
+            finalize_wait_us: z.tick_ms * 1_000,
+            log_retain: z.log_retain,
+            max_inflight: z.max_inflight,
+            max_batch: self.cfg.batch.max_commands,
+            window: z.window,
+            preferred_leader: self.preferred,
+            ..o
         }
-        // A view's primary is `v mod N` over any number of members.
-        Some(Family::Paxos) => Ok(()),
-        Some(Family::Mencius) if members > MENCIUS_MEMBERS_MAX => bail!(
-            "config key {key}: '{protocol}' supports at most {MENCIUS_MEMBERS_MAX} members, \
-             not {members}"
-        ),
-        Some(Family::Mencius) => Ok(()),
+    }
+
+    fn paxos(&self, name: &str, o: synod_paxos::Options) -> synod_paxos::Options {
+        let p = &self.cfg.paxos;
+        // `paxos.catch_up` sets plain `paxos`'s scheme; the other names fix their own.
+        let catch_up = match (name, p.catch_up.as_deref().and_then(catch_up_named)) {
+            ("paxos", Some(c)) => c,
+            _ => o.catch_up,
+        };
+        synod_paxos::Options {
+            heartbeat_us: p.heartbeat_ms * 1_000,
+            view_change_timeout_us: p.view_change_timeout_ms * 1_000,
+            view_change_timeout_max_us: p.view_change_timeout_max_ms * 1_000,
+            adaptive_timeout: p.adaptive_timeout,
+            batching: match p.batch {
+                PaxosBatch::Adaptive => Batching::Adaptive { window: p.window },
+                PaxosBatch::Fixed(size) => Batching::Fixed {
+                    size,
+                    timer_us: p.batch_timer_ms * 1_000,
+                },
+            },
+            max_batch: self.cfg.batch.max_commands,
+            catch_up,
+            mbq_period_us: p.mbq_period_ms * 1_000,
+            ..o
+        }
+    }
+
+    fn mencius(&self, _name: &str, o: synod_mencius::Options) -> synod_mencius::Options {
+        let m = &self.cfg.mencius;
+        synod_mencius::Options {
+            heartbeat_us: m.heartbeat_ms * 1_000,
+            suspect_timeout_us: m.suspect_timeout_ms * 1_000,
+            alpha: m.alpha,
+            tau_us: m.tau_ms * 1_000,
+            beta: m.beta,
+            revoke_timeout_us: m.revoke_timeout_ms * 1_000,
+            max_batch: m.max_batch,
+            max_inflight: m.max_inflight,
+            max_queued: m.max_queued,
+            // Deliveries in instance order only: zxids must grow with every delivery.
+            commute: None,
+            ..o
+        }
     }
 }
 
@@ -231,20 +251,17 @@ impl PaxosTuning {
             let Some(scheme) = catch_up_named(c) else {
                 bail!("config key paxos.catch_up: '{c}' (expected pbq, mbq or none)");
             };
-            if let Some(p) = protocols.iter().find(|p| {
-                PAXOS
-                    .iter()
-                    .any(|(n, s)| n == *p && *n != "paxos" && *s != scheme)
-            }) {
+            if let Some(p) = protocols
+                .iter()
+                .find(|p| **p != "paxos" && named_catch_up(p).is_some_and(|s| s != scheme))
+            {
                 bail!(
                     "config key paxos.catch_up: '{c}' contradicts protocol '{p}', which names \
                      its own (catch_up applies to groups running plain paxos)"
                 );
             }
         }
-        let paxos = protocols
-            .iter()
-            .any(|p| Family::of(p) == Some(Family::Paxos));
+        let paxos = protocols.iter().any(|p| family(p) == Some("paxos"));
         if paxos && max_commands > max {
             bail!("config key batch.max_commands: must not exceed {max} with a paxos group (a position names a command of a batch in 16 bits)");
         }
@@ -376,88 +393,27 @@ impl Config {
             .chain(kv)
     }
 
-    /// Whether any group runs `family`.
-    pub fn runs(&self, family: Family) -> bool {
-        self.protocols().any(|p| Family::of(p) == Some(family))
+    /// Whether any group runs a protocol of `family` ("zab", "paxos", "mencius").
+    pub fn runs(&self, family: &str) -> bool {
+        self.protocols().any(|p| self::family(p) == Some(family))
     }
 
-    /// Zab's options for a group running `protocol` (a Zab variant's name).
-    pub fn zab_options(&self, protocol: &str) -> synod_zab::Options {
-        let z = &self.zab;
-        let (variant, coin) =
-            Variant::protocol(protocol).unwrap_or((Variant::Zab, Default::default()));
-        synod_zab::Options {
-            heartbeat_us: z.heartbeat_ms * 1_000,
-            follower_timeout_us: z.follower_timeout_ms * 1_000,
-            leader_timeout_us: z.leader_timeout_ms * 1_000,
-            discovery_timeout_us: z.discovery_timeout_ms * 1_000,
-            election_resend_us: z.heartbeat_ms * 1_000,
-            election_resend_max_us: z.follower_timeout_ms * 1_000,
-            finalize_wait_us: z.tick_ms * 1_000,
-            log_retain: z.log_retain,
-            max_inflight: z.max_inflight,
-            max_batch: self.batch.max_commands,
-            window: z.window,
-            variant,
-            coin,
-            ..synod_zab::Options::default()
-        }
-    }
-
-    /// PFT's options for a group running `protocol` (`paxos`, `paxos-mbq` or `paxos-none`).
-    pub fn paxos_options(&self, protocol: &str) -> synod_paxos::Options {
-        let p = &self.paxos;
-        let named = PAXOS
-            .iter()
-            .find(|(n, _)| *n == protocol)
-            .map_or(CatchUp::Pbq, |&(_, c)| c);
-        let catch_up = match (protocol, p.catch_up.as_deref().and_then(catch_up_named)) {
-            ("paxos", Some(c)) => c,
-            _ => named,
-        };
-        synod_paxos::Options {
-            heartbeat_us: p.heartbeat_ms * 1_000,
-            view_change_timeout_us: p.view_change_timeout_ms * 1_000,
-            view_change_timeout_max_us: p.view_change_timeout_max_ms * 1_000,
-            adaptive_timeout: p.adaptive_timeout,
-            batching: match p.batch {
-                PaxosBatch::Adaptive => Batching::Adaptive { window: p.window },
-                PaxosBatch::Fixed(size) => Batching::Fixed {
-                    size,
-                    timer_us: p.batch_timer_ms * 1_000,
-                },
+    /// The options of a group running `protocol` (a name this server runs) of family `F`.
+    pub fn options<F: Family>(&self, protocol: &str) -> F::Options {
+        F::options(
+            protocol,
+            &GroupTunings {
+                cfg: self,
+                preferred: None,
             },
-            max_batch: self.batch.max_commands,
-            catch_up,
-            mbq_period_us: p.mbq_period_ms * 1_000,
-            ..synod_paxos::Options::default()
-        }
-    }
-
-    /// Mencius's options for a group running `mencius`.
-    pub fn mencius_options(&self) -> synod_mencius::Options {
-        let m = &self.mencius;
-        synod_mencius::Options {
-            heartbeat_us: m.heartbeat_ms * 1_000,
-            suspect_timeout_us: m.suspect_timeout_ms * 1_000,
-            alpha: m.alpha,
-            tau_us: m.tau_ms * 1_000,
-            beta: m.beta,
-            revoke_timeout_us: m.revoke_timeout_ms * 1_000,
-            max_batch: m.max_batch,
-            max_inflight: m.max_inflight,
-            max_queued: m.max_queued,
-            // Deliveries in instance order only: zxids must grow (see Family::zxids).
-            commute: None,
-            bug: None,
-            ..synod_mencius::Options::default()
-        }
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use synod_mencius::Mencius;
 
     fn load(extra: &[&str]) -> Result<Config> {
         let base = [
@@ -477,8 +433,8 @@ mod tests {
     #[test]
     fn paxos_is_a_protocol_with_defaults_from_the_core() {
         let c = load(&["protocol=paxos"]).unwrap();
-        assert!(c.runs(Family::Paxos) && !c.runs(Family::Zab));
-        let o = c.paxos_options("paxos");
+        assert!(c.runs("paxos") && !c.runs("zab"));
+        let o = c.options::<Paxos>("paxos");
         let d = synod_paxos::Options::default();
         assert_eq!(o.heartbeat_us, d.heartbeat_us);
         assert_eq!(o.view_change_timeout_us, d.view_change_timeout_us);
@@ -488,8 +444,8 @@ mod tests {
         assert_eq!(o.mbq_period_us, d.mbq_period_us);
         assert_eq!(o.catch_up, CatchUp::Pbq);
         assert_eq!(o.max_batch, c.batch.max_commands);
-        assert_eq!(c.paxos_options("paxos-mbq").catch_up, CatchUp::Mbq);
-        assert_eq!(c.paxos_options("paxos-none").catch_up, CatchUp::None);
+        assert_eq!(c.options::<Paxos>("paxos-mbq").catch_up, CatchUp::Mbq);
+        assert_eq!(c.options::<Paxos>("paxos-none").catch_up, CatchUp::None);
         // Any cluster size.
         for n in 1..=5 {
             check_protocol("protocol", "paxos", n).unwrap();
@@ -516,7 +472,7 @@ mod tests {
             "batch.max_commands=100",
         ])
         .unwrap();
-        let o = c.paxos_options("paxos");
+        let o = c.options::<Paxos>("paxos");
         assert_eq!(o.heartbeat_us, 20_000);
         assert_eq!(o.view_change_timeout_us, 300_000);
         assert_eq!(o.view_change_timeout_max_us, 2_000_000);
@@ -533,7 +489,7 @@ mod tests {
         assert_eq!(o.max_batch, 100);
         let c = load(&["protocol=paxos", "paxos.batch=adaptive", "paxos.window=3"]).unwrap();
         assert_eq!(
-            c.paxos_options("paxos").batching,
+            c.options::<Paxos>("paxos").batching,
             Batching::Adaptive { window: 3 }
         );
     }
@@ -553,7 +509,7 @@ mod tests {
             c.protocols().collect::<Vec<_>>(),
             vec!["zab", "paxos-none", "zab"]
         );
-        assert!(c.runs(Family::Paxos) && c.runs(Family::Zab));
+        assert!(c.runs("paxos") && c.runs("zab"));
         // catch_up may not contradict a name that fixes the scheme.
         std::fs::write(&path, format!("{text}catch_up = 'mbq'\n")).unwrap();
         let e = Config::load(Some(&path), &[]).unwrap_err().to_string();
@@ -610,9 +566,9 @@ mod tests {
     #[test]
     fn mencius_is_a_protocol_with_defaults_from_the_core() {
         let c = load(&["protocol=mencius"]).unwrap();
-        assert!(c.runs(Family::Mencius) && !c.runs(Family::Paxos) && !c.runs(Family::Zab));
-        assert_eq!(Family::of("mencius").unwrap().zxids(), Zxids::PaxosBatch);
-        let o = c.mencius_options();
+        assert!(c.runs("mencius") && !c.runs("paxos") && !c.runs("zab"));
+        assert_eq!(zxids("mencius").unwrap(), Zxids::PaxosBatch);
+        let o = c.options::<Mencius>("mencius");
         let d = synod_mencius::Options::default();
         assert_eq!(o.heartbeat_us, d.heartbeat_us);
         assert_eq!(o.suspect_timeout_us, d.suspect_timeout_us);
@@ -651,7 +607,7 @@ mod tests {
             "mencius.max_queued=500",
         ])
         .unwrap();
-        let o = c.mencius_options();
+        let o = c.options::<Mencius>("mencius");
         assert_eq!((o.heartbeat_us, o.suspect_timeout_us), (20_000, 300_000));
         assert_eq!((o.alpha, o.tau_us, o.beta), (5, 10_000, 1_000));
         assert_eq!(o.revoke_timeout_us, 400_000);
@@ -667,8 +623,8 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         let c = Config::load(Some(&path), &[]).unwrap();
         assert_eq!(c.protocols().collect::<Vec<_>>(), vec!["zab", "mencius"]);
-        assert!(c.runs(Family::Mencius) && c.runs(Family::Zab));
-        assert_eq!(c.mencius_options().beta, 50);
+        assert!(c.runs("mencius") && c.runs("zab"));
+        assert_eq!(c.options::<Mencius>("mencius").beta, 50);
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub fn clock_ticks_per_second() -> u64 {
 
 /// Refuse, before any process starts, a protocol synod's server does not run.
 pub fn check_protocol(protocol: &str) -> Result<()> {
-    if synod_server::protocol::Family::of(protocol).is_none() {
+    if synod_server::protocol::family(protocol).is_none() {
         bail!(
             "--protocol {protocol}: not a protocol of synod (supported: {})",
             synod_server::protocol::names().join(", ")

@@ -13,6 +13,8 @@
 //!   instance at least the cluster size for Mencius, whose instances start there), and the
 //!   cores resume after it, as after a snapshot they took themselves.
 //!
+//! Each family says where its seed stands (`Family::seed`, crates/registry).
+//!
 //! Sessions are kept (id, timeout, password): every new leader gives each session a full
 //! timeout of grace, so a client that reconnects in time keeps its session, and the ephemerals
 //! of the others expire as after a ZooKeeper restart.
@@ -23,33 +25,10 @@ use std::path::{Path, PathBuf};
 use synod_core::wire::Wire;
 use synod_core::{LogRecord, Position, Snapshot, StorageOp};
 use synod_log::{FsyncPolicy, Wal, WalOptions};
+use synod_registry::{Family, Visit};
 use synod_server::config::Config;
-use synod_server::protocol::{Family, Zxids};
 use synod_zk::backup::Backup;
 use synod_zk::machine::ZkMachine;
-
-/// The position and zxid the restored snapshot takes under `family` (`members` replicas).
-pub fn target(family: Family, slot: u64, zxid: i64, members: usize) -> (Position, i64) {
-    let slot = slot.max(1);
-    let zxid = zxid.max(0);
-    match family {
-        Family::Zab => (
-            Position {
-                slot,
-                tag: zxid as u64,
-            },
-            zxid,
-        ),
-        Family::Paxos | Family::Mencius => {
-            let mut n = (zxid as u64 >> 16) + 1;
-            if family == Family::Mencius {
-                n = n.max(members as u64);
-            }
-            let tag = n << 16;
-            (Position { slot, tag }, Zxids::PaxosBatch.zxid(tag))
-        }
-    }
-}
 
 /// The backup's state as a machine (checked: a state that does not decode is refused here,
 /// not at the new cluster's first start).
@@ -94,9 +73,10 @@ fn occupied(data_dir: &Path) -> Result<Vec<PathBuf>> {
 /// Seed `cfg`'s data directory from backup `b`. Refuses a directory that holds a log (or an
 /// identity) unless `force`, which removes them first.
 pub fn seed(cfg: &Config, b: &Backup, force: bool) -> Result<(Position, i64)> {
-    let family = Family::of(&cfg.protocol)
-        .ok_or_else(|| anyhow!("'{}' is not a protocol of this server", cfg.protocol))?;
-    let mut m = machine(b)?;
+    if synod_server::protocol::family(&cfg.protocol).is_none() {
+        bail!("'{}' is not a protocol of this server", cfg.protocol);
+    }
+    let m = machine(b)?;
     let found = occupied(&cfg.data_dir)?;
     if !found.is_empty() {
         if !force {
@@ -118,31 +98,43 @@ pub fn seed(cfg: &Config, b: &Backup, force: bool) -> Result<(Position, i64)> {
         }
     }
     let members = cfg.members()?.len();
-    let (at, zxid) = target(family, b.header.slot, b.header.zxid, members);
-    m.applied_slot = at.slot;
-    m.applied_zxid = zxid;
-    let data: Bytes = m.snapshot_view()();
-    let snapshot = Snapshot { at, data };
     let opts = WalOptions {
         dir: cfg.data_dir.join("wal"),
         segment_bytes: cfg.limits.segment_bytes,
         preallocate_bytes: 0,
         fsync: FsyncPolicy::Always,
     };
-    match family {
-        Family::Zab => {
-            let epoch = (zxid as u64 >> 32) as u32;
-            let hard = synod_zab::Hard {
-                accepted_epoch: epoch,
-                current_epoch: epoch,
-                ..Default::default()
-            };
-            write::<synod_zab::Entry, synod_zab::Hard>(opts, Some(hard), snapshot)?
-        }
-        Family::Paxos => write::<synod_paxos::Accepted, synod_paxos::Hard>(opts, None, snapshot)?,
-        Family::Mencius => write::<synod_mencius::Rec, synod_mencius::Hard>(opts, None, snapshot)?,
+    let seeding = Seeding {
+        slot: b.header.slot,
+        zxid: b.header.zxid,
+        members,
+        machine: m,
+        opts,
+    };
+    synod_registry::visit(&cfg.protocol, seeding).expect("a protocol of this server")
+}
+
+/// The log of a new node of family `F`, seeded with a backup's state.
+struct Seeding {
+    slot: u64,
+    zxid: i64,
+    members: usize,
+    machine: ZkMachine,
+    opts: WalOptions,
+}
+
+impl Visit for Seeding {
+    type Out = Result<(Position, i64)>;
+    fn visit<F: Family>(self, _: &'static str) -> Self::Out {
+        let seed = F::seed(self.slot.max(1), self.zxid.max(0), self.members);
+        let mut m = self.machine;
+        m.applied_slot = seed.at.slot;
+        m.applied_zxid = seed.zxid;
+        let data: Bytes = m.snapshot_view()();
+        let snapshot = Snapshot { at: seed.at, data };
+        write::<F::Record, F::Hard>(self.opts, seed.hard, snapshot)?;
+        Ok((seed.at, seed.zxid))
     }
-    Ok((at, zxid))
 }
 
 /// Write group 0's first records: the hard state (if any) and the snapshot that replaces the
@@ -172,25 +164,4 @@ fn write<R: LogRecord + Wire, H: Wire>(
     wal.write_batch(&ops)
         .with_context(|| format!("cannot write the log in {}", dir.display()))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn restored_zxids_stay_above_the_backups() {
-        for family in [Family::Zab, Family::Paxos, Family::Mencius] {
-            for zxid in [0i64, 1, 0xFFFF, 0x1_0000_0023, 0x7_0000_ffff] {
-                let (at, z) = target(family, 0, zxid, 3);
-                assert!(z >= zxid, "{family:?} {zxid:#x} -> {z:#x}");
-                assert!(at.slot >= 1);
-                let zx = family.zxids();
-                assert_eq!(zx.zxid(at.tag), z, "{family:?}: the tag maps to the zxid");
-            }
-        }
-        // Mencius never resumes below the instances it uses.
-        let (at, _) = target(Family::Mencius, 5, 0, 5);
-        assert!(at.tag >> 16 >= 5);
-    }
 }

@@ -9,8 +9,11 @@ use synod_sim::{ClockModel, CostModel, FaultSet, NetModel, Report, SimConfig, Wa
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Protocol: zab, zab-ac, zab-aa-restricted, zab-aa-leader-first, zab-ct-restricted, zab-ct,
-    /// zab-aa; zab-bug-* and *-unrestricted are deliberately broken, to show the checkers fire.
+    /// Protocol (any name of the registry, crates/registry): zab and the thesis's variants
+    /// (zab-ac, zab-aa, zab-aa-restricted, zab-aa-leader-first, zab-ct, zab-ct-restricted,
+    /// zab-ct-half, zab-ct-a, zab-ct-aa, zab-ct-optimal), paxos, paxos-mbq, paxos-none, mencius,
+    /// mencius-ooo; *-bug-* and *-unrestricted are deliberately broken, to show the checkers
+    /// fire. A wrong name lists them all.
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Number of replicas.

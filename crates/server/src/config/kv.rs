@@ -96,7 +96,7 @@ impl KvConfig {
             );
         }
         if let Some(p) = &self.protocol {
-            if crate::protocol::Family::of(p) == Some(crate::protocol::Family::Mencius) {
+            if synod_registry::facts(p).is_some_and(|f| !f.single_leader) {
                 bail!("config key kv.protocol: '{p}' names no master; buckets run zab, a Zab variant or paxos");
             }
         }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use synod_core::NodeId;
 
-use crate::protocol::{check_protocol, Family};
+use crate::protocol::check_protocol;
 pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
 mod kv;
@@ -403,8 +403,8 @@ impl Config {
         self.link_emulation.validate(
             &members,
             &self.zab,
-            self.runs(Family::Paxos).then_some(&self.paxos),
-            self.runs(Family::Mencius).then_some(&self.mencius),
+            self.runs("paxos").then_some(&self.paxos),
+            self.runs("mencius").then_some(&self.mencius),
         )?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, g) in self.groups.iter().enumerate() {
@@ -440,7 +440,7 @@ impl Config {
         self.kv.validate(&nodes, &seen)?;
         if self.kv.enabled() {
             let p = self.kv.protocol.as_deref().unwrap_or(&self.protocol);
-            if Family::of(p) == Some(Family::Mencius) {
+            if synod_registry::facts(p).is_some_and(|f| !f.single_leader) {
                 bail!("config key kv.protocol: '{p}' names no master; buckets run zab, a Zab variant or paxos");
             }
             check_protocol("kv.protocol", p, self.kv.replicas.min(members.len()))?;
@@ -631,7 +631,7 @@ mod tests {
         assert_eq!(c.group_members(&c.groups[0]), vec![1, 2, 3]);
         assert_eq!(c.group_members(&c.groups[1]), vec![1, 3]);
         // ZabCT with a named coin (the thesis's configurations) is a protocol too.
-        let o = c.zab_options("zab-ct-a");
+        let o = c.options::<synod_zab::Zab>("zab-ct-a");
         assert_eq!(o.variant, synod_zab::variant::Variant::Ct);
         assert!(matches!(
             o.coin,

@@ -123,7 +123,7 @@ pub(super) struct CompareDoc {
 /// `protocol`, `synod-PROTOCOL` its own.
 pub(super) fn kind_of(name: &str, protocol: &str, sets: &[String]) -> Result<(Kind, String)> {
     let synod = |p: &str| -> Result<(Kind, String)> {
-        if synod_server::protocol::Family::of(p).is_none() {
+        if synod_server::protocol::family(p).is_none() {
             bail!(
                 "system '{name}': '{p}' is not a protocol of synod (supported: {})",
                 synod_server::protocol::names().join(", ")
