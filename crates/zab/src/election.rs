@@ -152,6 +152,13 @@ impl Zab {
         let recovering = self.recovering();
         let my_initial = self.my_vote();
         let preferred = self.opts.preferred_leader;
+        // The finalize wait, longer while a preferred leader never heard from may still come.
+        let finalize_wait_us = match preferred {
+            Some(p) if !self.heard_preferred && p != me && self.cluster.members.contains(&p) => {
+                self.opts.finalize_wait_us.max(self.opts.preferred_wait_us)
+            }
+            _ => self.opts.finalize_wait_us,
+        };
         let mut rebroadcast = false;
         let mut reply = false;
         let mut join = None;
@@ -190,7 +197,12 @@ impl Zab {
                         let agree = el.recv.values().filter(|v| **v == el.vote).count();
                         if agree >= quorum {
                             if el.decide_at.is_none() {
-                                el.decide_at = Some(self.now + self.opts.finalize_wait_us);
+                                let wait = if Some(el.vote.leader) == preferred {
+                                    self.opts.finalize_wait_us
+                                } else {
+                                    finalize_wait_us
+                                };
+                                el.decide_at = Some(self.now + wait);
                             }
                         } else {
                             el.decide_at = None;

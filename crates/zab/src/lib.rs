@@ -122,6 +122,11 @@ pub struct Options {
     /// the most recent history; a host running many groups names a different replica for each
     /// so that their leaders spread over the nodes.
     pub preferred_leader: Option<NodeId>,
+    /// How long an election that has a quorum for another replica waits for a preferred
+    /// leader never heard from since this replica started (replicas of a cluster start at
+    /// slightly different times; ZooKeeper's finalize wait plays this part). Once the preferred
+    /// replica was heard from, its absence delays no election: a failover is not slowed.
+    pub preferred_wait_us: TimeUs,
     pub bug: Option<Bug>,
 }
 
@@ -150,6 +155,7 @@ impl Default for Options {
             switch_back_after_us: 1_000_000,
             coin: coin::Choice::default(),
             preferred_leader: None,
+            preferred_wait_us: 1_000_000,
             bug: None,
         }
     }
@@ -364,9 +370,12 @@ pub struct Zab {
     /// The seq of the durable recovering mark written at restore (0 if none): every message
     /// waits for it (`Zab::gate_on_mark`, recovery.rs).
     mark_seq: u64,
-    /// This incarnation's forwards: a random nonce and the last sequence number used.
     /// This incarnation's forwards to its leader, numbered (synod_core::kit::forward).
     forwarding: synod_core::kit::forward::Numbering,
+    /// Whether the preferred leader (`Options::preferred_leader`) was heard from since this
+    /// incarnation started: until it is, an election that agrees on another waits for it up
+    /// to `Options::preferred_wait_us` (election.rs).
+    heard_preferred: bool,
 }
 
 impl Protocol for Zab {
@@ -408,6 +417,7 @@ impl Protocol for Zab {
             mark_seq,
             // The seed differs per incarnation (drivers draw it at every start).
             forwarding: synod_core::kit::forward::Numbering::new(seed),
+            heard_preferred: false,
             phase: Phase::Looking(Election {
                 vote: Vote::default(),
                 recv: BTreeMap::new(),
@@ -586,6 +596,9 @@ impl Zab {
     fn on_message(&mut self, from: NodeId, msg: Msg, out: &mut ZabActions) {
         if from == self.cluster.me || !self.cluster.members.contains(&from) {
             return;
+        }
+        if Some(from) == self.opts.preferred_leader {
+            self.heard_preferred = true;
         }
         match msg {
             Msg::Notification {
