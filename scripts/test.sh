@@ -29,8 +29,8 @@ cargo fmt --all -- --check
 section "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-section "cargo test (release: the simulator runs thousands of seeded runs)"
-cargo test --workspace --release --locked
+section "cargo test (profile ci, release without debug info: the simulator runs thousands of seeded runs)"
+cargo test --workspace --profile ci --locked
 
 section "ZooKeeper compatibility: Python environment (kazoo, pytest)"
 py=target/pyenv
@@ -77,13 +77,13 @@ section "ZooKeeper compatibility suite against Apache ZooKeeper 3.8 (proves the 
 ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
 section "ZooKeeper compatibility suite against synod (zab)"
-ZK_TARGET=synod SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+ZK_TARGET=synod SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
 section "ZooKeeper compatibility suite against synod (paxos)"
-ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
 section "ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
-ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
 section "SconeKV Python client: its tests, then end to end against a local store (synod dev --kv)"
 kvpy=target/kvpy
@@ -93,7 +93,7 @@ if [ ! -x "$kvpy/bin/pytest" ]; then
 fi
 PYTHON="$PWD/$kvpy/bin/python" bash clients/python/generate.sh
 kvdir=$(mktemp -d)
-target/release/synod dev --kv --base-port 27000 --kv-port 27479 --data "$kvdir/data" > "$kvdir/dev.log" 2>&1 &
+target/ci/synod dev --kv --base-port 27000 --kv-port 27479 --data "$kvdir/data" > "$kvdir/dev.log" 2>&1 &
 kvdev=$!
 trap 'kill $kvdev 2>/dev/null || true' EXIT
 (cd clients/python && SYNOD_KV_ADDR=127.0.0.1:27479,127.0.0.1:27480,127.0.0.1:27481 \
@@ -103,14 +103,14 @@ kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true
 
 section "Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
-SYNOD_BIN="$PWD/target/release/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops
+SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops
 
 section "Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
-bash scripts/check-deploy.sh
+SYNOD_BIN="$PWD/target/ci/synod" bash scripts/check-deploy.sh
 
 section "Rolling upgrade: v0.1.0 clusters (zab, paxos, mencius) upgraded one node at a time under load"
 previous=$(bash scripts/build-previous.sh | tail -1)
-SYNOD_PREVIOUS_BIN="$previous" cargo test --release --locked -p synod --test upgrade -- \
+SYNOD_PREVIOUS_BIN="$previous" cargo test --profile ci --locked -p synod --test upgrade -- \
   --ignored --nocapture --test-threads 1
 
 section "done"
