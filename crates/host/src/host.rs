@@ -5,7 +5,9 @@
 //! simulator on virtual time.
 
 use crate::group::{Cx, GroupRunner, Scratch};
-use crate::output::{Applied, Observed, Outputs, PeerKind, SnapshotJob, SubmitError, Transmit};
+use crate::output::{
+    Applied, Observed, Outputs, PeerKind, SnapshotJob, SubmitError, SubmitResult, Transmit,
+};
 use crate::telemetry::Telemetry;
 use bytes::Bytes;
 use serde::Serialize;
@@ -125,6 +127,18 @@ struct Slot<T> {
     view: View,
     /// The group stopped (fail-stop): it is stepped no more.
     stopped: bool,
+}
+
+impl<T> Slot<T> {
+    /// Refuse every client waiting here (the group stopped, or the node shuts down), and drop
+    /// what waits for the core.
+    fn refuse_all(&mut self, replies: &mut Vec<(T, SubmitResult)>) {
+        for (_, w) in self.waiters.drain() {
+            replies.push((w.token, Err(SubmitError::ShuttingDown)));
+        }
+        self.expiry.clear();
+        self.queue.clear();
+    }
 }
 
 pub struct Host<T> {
@@ -293,13 +307,7 @@ impl<T> Host<T> {
         }
         if let Some(fatal) = scratch.fatal.take() {
             slot.stopped = true;
-            for (_, w) in slot.waiters.drain() {
-                self.out
-                    .replies
-                    .push((w.token, Err(SubmitError::ShuttingDown)));
-            }
-            slot.expiry.clear();
-            slot.queue.clear();
+            slot.refuse_all(&mut self.out.replies);
             self.out.fatal.get_or_insert(fatal);
         }
         let view = slot.runner.view();
@@ -645,13 +653,7 @@ impl<T> Host<T> {
     pub fn shutdown(&mut self) {
         self.shutting_down = true;
         for slot in self.groups.values_mut() {
-            for (_, w) in slot.waiters.drain() {
-                self.out
-                    .replies
-                    .push((w.token, Err(SubmitError::ShuttingDown)));
-            }
-            slot.expiry.clear();
-            slot.queue.clear();
+            slot.refuse_all(&mut self.out.replies);
         }
     }
 
