@@ -32,6 +32,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 section "cargo test (profile ci, release without debug info: the simulator runs thousands of seeded runs)"
 cargo test --workspace --profile ci --locked
 
+# Every harness below runs the binary this build made.
+export SYNOD_BIN="$PWD/target/ci/synod"
+
 section "ZooKeeper compatibility: Python environment (kazoo, pytest)"
 py=target/pyenv
 # (Re)install when the venv is new or tests/requirements.txt changed since the last install.

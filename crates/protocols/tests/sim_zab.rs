@@ -25,14 +25,14 @@ fn zab_three_nodes_200_seeds_all_faults() {
 }
 
 #[test]
-fn zab_five_nodes_200_seeds_all_faults() {
-    let r = sweep("zab", &config(5), 1_000..1_200);
+fn zab_five_nodes_100_seeds_all_faults() {
+    let r = sweep("zab", &config(5), 1_000..1_100);
     assert_clean(&r);
 }
 
 #[test]
-fn zab_seven_nodes_200_seeds_all_faults() {
-    let r = sweep("zab", &config(7), 2_000..2_200);
+fn zab_seven_nodes_100_seeds_all_faults() {
+    let r = sweep("zab", &config(7), 2_000..2_100);
     assert_clean(&r);
 }
 
@@ -217,11 +217,11 @@ fn a_minority_lost_for_good_loses_nothing() {
     }
 }
 
-/// Every protocol of the Zab family over 100 seeds with every fault its assumptions allow,
+/// Every protocol of the Zab family over 50 seeds with every fault its assumptions allow,
 /// for N = 3, 5, 7 (ZabAc: N = 3 only). CI's share: the full sweeps are `synod sim --protocol
 /// NAME --nodes N --seeds 0..10000` (docs/testing.md).
 #[test]
-fn zab_variants_100_seeds_each() {
+fn zab_variants_50_seeds_each() {
     for (name, variant) in synod_zab::Variant::ALL {
         if variant == synod_zab::Variant::Zab {
             continue; // swept on its own above
@@ -232,7 +232,7 @@ fn zab_variants_100_seeds_each() {
             }
             let mut cfg = config(nodes);
             cfg.fault_window_us = 2_000_000;
-            let r = sweep(name, &cfg, 0..100);
+            let r = sweep(name, &cfg, 0..50);
             assert!(
                 r.failures.is_empty(),
                 "{name} N={nodes}: seed {} {}",
