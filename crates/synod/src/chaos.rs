@@ -58,6 +58,12 @@ pub struct ChaosArgs {
     /// Znodes the clients work on.
     #[arg(long, default_value_t = 3)]
     pub(crate) keys: usize,
+    /// Share of operations that are reads (sync + getData), in percent; the rest are writes
+    /// and conditional writes in the ratio 3:3. A read-heavy mix shows stale reads at a
+    /// cut-off server sooner: a client's first write there blocks its session, so only the
+    /// reads before it can come back stale.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub(crate) reads: u8,
     /// Pause between two operations of one client.
     #[arg(long, default_value = "2ms", value_parser = parse_duration)]
     pub(crate) think: Duration,
@@ -293,6 +299,7 @@ struct ClientCtx {
     id: usize,
     addrs: Vec<String>,
     keys: usize,
+    reads_percent: u8,
     think: Duration,
     session_timeout_ms: i32,
     clock: Clock,
@@ -355,10 +362,11 @@ async fn client(ctx: ClientCtx, seed: u64) -> Option<ZkSession> {
         };
         let k = rng.gen_range(0..ctx.keys);
         let path = key_path(k);
-        let dice = rng.gen_range(0..10);
-        let call = if dice < 4 {
+        let dice = rng.gen_range(0..100u32);
+        let reads = u32::from(ctx.reads_percent);
+        let call = if dice < reads {
             Call::Read
-        } else if dice < 7 {
+        } else if dice < reads + (100 - reads) / 2 {
             counter += 1;
             Call::Write {
                 value: (ctx.id as i64 + 1) * 1_000_000_000 + counter,
@@ -533,6 +541,7 @@ async fn chaos(args: ChaosArgs, seed: u64) -> Result<i32> {
             id,
             addrs: addrs.clone(),
             keys: args.keys,
+            reads_percent: args.reads,
             think: args.think,
             session_timeout_ms: args.session_timeout_ms,
             clock,
