@@ -26,8 +26,12 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 section "cargo fmt --check"
 cargo fmt --all -- --check
 
+# In the ci profile, so the build scripts and procedural macros clippy compiles are the ones the
+# tests' build reuses (the dev profile optimises them at opt-level 2 for nothing): 125 s instead
+# of 284 s on two cores from cold. No code of ours depends on debug_assertions, so the lints
+# are the same.
 section "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked --profile ci -- -D warnings
 
 section "cargo test (profile ci, release without debug info: the simulator runs thousands of seeded runs)"
 cargo test --workspace --profile ci --locked
@@ -82,8 +86,13 @@ ZK_TARGET=zookeeper "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 section "ZooKeeper compatibility suite against synod (zab)"
 ZK_TARGET=synod SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
 
-section "ZooKeeper compatibility suite against synod (paxos)"
-ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk
+# Paxos has one leader as Zab does, so what the Java and Go clients check (their wire codecs and
+# recipes on a single-leader order) is Zab's run again: they are left out here to keep the
+# suite within its budget (about 45 s). Mencius, where every replica orders writes, runs them.
+# The whole suite on paxos: ZK_TARGET=synod ZK_PROTOCOL=paxos pytest tests/zk.
+section "ZooKeeper compatibility suite against synod (paxos; the Java and Go clients run on zab and mencius)"
+ZK_TARGET=synod ZK_PROTOCOL=paxos SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk \
+  --ignore tests/zk/test_java.py --ignore tests/zk/test_go.py
 
 section "ZooKeeper compatibility suite against synod (mencius: every replica takes writes)"
 ZK_TARGET=synod ZK_PROTOCOL=mencius SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/zk

@@ -159,7 +159,9 @@ fn agreement_or_durability_catch_commit_on_own_ack_without_the_direct_check() {
     let mut cfg = config(3);
     cfg.faults = "crash,partition".parse().unwrap();
     cfg.disabled = vec![Checker::CrashTolerance];
-    let r = sweep("zab-bug-commit-own-ack", &cfg, 0..100);
+    // Agreement fires on seeds 1, 3, 5, 6, 10, 12 and 16 of 0..20 (and on about half of the
+    // seeds after); 0..100 took a minute of the CI budget.
+    let r = sweep("zab-bug-commit-own-ack", &cfg, 0..20);
     let fired = fired(&r);
     assert!(
         fired.contains(&Checker::Agreement) || fired.contains(&Checker::Durability),
@@ -175,7 +177,8 @@ fn crash_tolerance_catches_ack_before_durable() {
 
 #[test]
 fn agreement_and_durability_catch_a_leader_without_the_committed_history() {
-    let r = sweep("zab-bug-elect-anyone", &config(3), 0..200);
+    // Durability first fires on seed 4, agreement on 21 (then 37, 39, 43).
+    let r = sweep("zab-bug-elect-anyone", &config(3), 0..50);
     let fired = fired(&r);
     assert!(fired.contains(&Checker::Agreement), "{fired:?}");
     assert!(fired.contains(&Checker::Durability), "{fired:?}");
@@ -252,9 +255,9 @@ fn zab_survives_crashing_the_leader_with_its_best_follower() {
     cfg.workload.clients = 32;
     cfg.workload.think_us = 0;
     cfg.max_faults = 16;
-    let r = sweep("zab", &cfg, 0..60);
+    let r = sweep("zab", &cfg, 0..40);
     assert_clean(&r);
-    assert!(r.faults.get("crash-pair").copied().unwrap_or(0) > 60);
+    assert!(r.faults.get("crash-pair").copied().unwrap_or(0) > 40);
 }
 
 /// The restricted variants are safe only under A1.1 and A1.2 (zab.md §3.3, §10 item 4). With
@@ -294,14 +297,14 @@ fn restricted_variants_fail_when_their_assumptions_are_broken() {
     cfg.script = script;
     cfg.workload.clients = 32;
     cfg.workload.think_us = 0;
-    let broken = sweep("zab-ac-unrestricted", &cfg, 0..20);
+    let broken = sweep("zab-ac-unrestricted", &cfg, 0..10);
     let fired = fired(&broken);
     assert!(
         fired.contains(&Checker::Agreement) || fired.contains(&Checker::Durability),
         "ZabAc without A1.1/A1.2 loses a delivered proposal: {fired:?}"
     );
     for safe in ["zab", "zab-aa", "zab-aa-leader-first", "zab-ct"] {
-        let r = sweep(safe, &cfg, 0..20);
+        let r = sweep(safe, &cfg, 0..10);
         assert_clean(&r);
     }
 }
