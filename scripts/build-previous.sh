@@ -66,9 +66,26 @@ for p in synod synod-core synod-kv synod-zab synod-paxos synod-mencius synod-sim
   synod-protocols synod-log synod-server synod-zk synod-history synod-testkit synod-kv-client; do
   overrides+=(--config "profile.ci.package.$p.opt-level=1")
 done
+# Cargo names a workspace package's artifacts by its path relative to the workspace root, so
+# the release's crates would land on this tree's (and cargo would then take them for fresh) if
+# they were built with the same profile: the opt-level above is what keeps them apart. Checked:
+# no file of target/ci/deps that existed before may be rewritten.
+deps="$target/ci/deps"
+mkdir -p "$deps"
+marker="$out_dir/build-started"
+touch "$marker"
+before="$out_dir/deps-before"
+ls "$deps" >"$before"
 echo "== building synod $tag ($rev) in $src" >&2
 (cd "$src" && CARGO_TARGET_DIR="$target" cargo build --profile ci --locked -p synod --bin synod \
   --config 'profile.ci.inherits="release"' --config 'profile.ci.debug=0' "${overrides[@]}" >&2)
+rewritten=$(find "$deps" -maxdepth 1 -type f -newer "$marker" -printf '%f\n' | grep -Fxf "$before" || true)
+if [ -n "$rewritten" ]; then
+  echo "building $tag rewrote artifacts of this tree's build (they must be rebuilt:" >&2
+  echo "cargo clean --profile ci, then run the suite again):" >&2
+  echo "$rewritten" | head -20 >&2
+  exit 1
+fi
 cp "$target/ci/synod" "$bin.tmp"
 mv "$bin.tmp" "$bin"
 echo "== built $bin in $(( $(date +%s) - start ))s" >&2
