@@ -188,7 +188,7 @@ pub fn import(data: &Path, logs: Option<&Path>) -> Result<Imported, ImportError>
     let mut last = snap_zxid;
     for (i, (_, path)) in used.iter().enumerate() {
         let is_last = i + 1 == used.len();
-        let f = txnlog::read(path, &read_file(path)?, is_last)?;
+        let f = txnlog::read(path, &txnlog::read_used(path)?, is_last)?;
         if let Some(at) = f.torn_at {
             warnings.push(format!(
                 "{}: the log ends with a record cut short at byte {at} (a crash while it was \

@@ -325,6 +325,44 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Reading only the used part of a log file decides exactly as reading all of it: the same
+    /// records, the same cut-short record, the same error.
+    #[test]
+    fn the_used_part_of_a_log_reads_as_the_whole(junk in proptest::collection::vec(any::<u8>(), 0..64),
+                                                  at in 0usize..2000, cut in 0usize..2000,
+                                                  zeros in 0usize..300) {
+        let mut b = log_bytes();
+        let at = at % b.len();
+        let end = (at + junk.len()).min(b.len());
+        b[at..end].copy_from_slice(&junk[..end - at]);
+        b.truncate(cut.max(1) % (b.len() + 1));
+        b.extend(std::iter::repeat_n(0u8, zeros));
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("log.1");
+        std::fs::write(&p, &b).unwrap();
+        let used = txnlog::read_used(&p).unwrap();
+        prop_assert!(b.starts_with(&used));
+        for last in [true, false] {
+            let whole = format!("{:?}", txnlog::read(&p, &b, last));
+            let part = format!("{:?}", txnlog::read(&p, &used, last));
+            prop_assert_eq!(whole, part);
+        }
+    }
+}
+
+#[test]
+fn reading_the_used_part_stops_at_the_preallocated_space() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("log.1");
+    let mut b = log_bytes();
+    let used = b.len() - 64 + 12; // the records and the zero length after them
+    b.resize(8 << 20, 0); // preallocated, as ZooKeeper does (64 MB at a time)
+    std::fs::write(&p, &b).unwrap();
+    assert_eq!(txnlog::read_used(&p).unwrap().len(), used);
+}
+
 /// Containers, TTL nodes, setACL, deleteContainer, a V0 create (ZooKeeper < 3.3, no parent
 /// cversion) and a closeSession without its 3.6+ path list.
 #[test]

@@ -87,6 +87,47 @@ pub struct LogFile {
     pub torn_at: Option<u64>,
 }
 
+/// The part of a log file that [`read`] looks at: the header, every record, and the first
+/// 12 bytes after the last one (the zero length of the preallocated space, or whatever cut the
+/// log short). ZooKeeper preallocates its log files 64 MB at a time, so a log of a few
+/// records is mostly zeros: reading only what is used turned a data directory of 60 snapshots
+/// and logs, imported once per snapshot, from minutes of reading zeros into seconds. [`read`]
+/// decides exactly as it would on the whole file (the bytes it stops at are included).
+pub fn read_used(file: &Path) -> Result<Vec<u8>, ImportError> {
+    use std::io::Read;
+    let cannot = |at: usize, e: std::io::Error| {
+        ImportError::new(file, at as u64, format!("cannot read: {e}"))
+    };
+    let f = std::fs::File::open(file).map_err(|e| cannot(0, e))?;
+    let mut f = std::io::BufReader::with_capacity(64 << 10, f);
+    let mut b = Vec::new();
+    // Up to `n` more bytes; false when the file ended first.
+    let mut more = |b: &mut Vec<u8>, n: usize| -> Result<bool, ImportError> {
+        let at = b.len();
+        let got = (&mut f)
+            .take(n as u64)
+            .read_to_end(b)
+            .map_err(|e| cannot(at, e))?;
+        Ok(got == n)
+    };
+    if !more(&mut b, 16)? {
+        return Ok(b);
+    }
+    loop {
+        let at = b.len();
+        if !more(&mut b, 12)? {
+            return Ok(b);
+        }
+        let len = i32::from_be_bytes(b[at + 8..at + 12].try_into().expect("4 bytes"));
+        if len <= 0 || len as usize > MAX_BUFFER {
+            return Ok(b); // the end of the log, or a corrupt length `read` reports
+        }
+        if !more(&mut b, len as usize + 1)? {
+            return Ok(b);
+        }
+    }
+}
+
 /// Read a whole log file; `last` says whether it is the newest one (the only place a record
 /// cut short is accepted).
 pub fn read(file: &Path, b: &[u8], last: bool) -> Result<LogFile, ImportError> {
