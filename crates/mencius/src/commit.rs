@@ -53,8 +53,9 @@ impl Mencius {
         let q = self.owner(i);
         let suggested = x.is_some_and(|x| x.suggested || x.own);
         if q == self.me {
-            // Own: below the index and never suggested, it is a skip.
-            if i < self.index && !suggested {
+            // Own: below the index and never suggested, it is a skip, decided once the index
+            // is durable (`skips_durable`): a restart must not suggest there.
+            if i < self.skips_durable && !suggested {
                 return Known::Decided(NOOP);
             }
         } else if i < self.est[q] && !suggested {
@@ -70,6 +71,7 @@ impl Mencius {
     /// Deliver every instance from the commit point on that is decided, in order; then, with
     /// a commutativity test, what may go early.
     pub(crate) fn commit(&mut self, out: &mut MenciusActions) {
+        self.note_durable_floor();
         let before = self.expected;
         let mut budget = 1_000_000u64;
         while budget > 0 {

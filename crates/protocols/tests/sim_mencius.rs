@@ -90,6 +90,24 @@ fn regression_seeds() {
     }
 }
 
+/// Seeds that failed on whole nodes (three register groups per node, the command line's
+/// defaults otherwise) in the 10,000-seed sweeps.
+#[test]
+fn regression_seeds_of_whole_nodes() {
+    // 9530: a replica delivered past an own instance it skipped (the index moved by a peer's
+    //       SUGGEST) before the record justifying the skip was durable, then crashed; restarted
+    //       with the older index, it suggested a value there, and the group delivered it ahead
+    //       of what the replica had delivered (fixed: own skips decided once durable).
+    for seed in [9530] {
+        let mut cfg = SimConfig::new(3, seed, ());
+        cfg.faults = FaultSet::all();
+        cfg.groups = 3;
+        cfg.app = synod_sim::App::Registers;
+        let (r, _) = run_named_one("mencius", &cfg).unwrap();
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+}
+
 #[test]
 fn same_seed_same_run() {
     let mut cfg = config(3);
