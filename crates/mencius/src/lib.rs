@@ -371,7 +371,7 @@ impl Mencius {
     }
 
     /// Raise the index to `to` (Rule 2, a revocation): own instances skipped on the way are
-    /// decided no-ops here at once. `justified` is the storage op that makes the new index
+    /// decided no-ops here once the new index is durable (`skips_durable`). `justified` is the storage op that makes the new index
     /// derivable after a restart (a record at or beyond it); without one the hard state is
     /// written.
     pub(crate) fn raise_index(
