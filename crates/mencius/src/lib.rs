@@ -198,7 +198,7 @@ pub struct Mencius {
     /// durable storage justifies. An own skip is decided here only below it, not below
     /// `index`: delivering past an own skip whose justification is not yet durable, then
     /// crashing, let the restarted replica suggest a value there and the group deliver it in
-    /// an order the replica had not (seed 9530 of whole-node mencius, three register groups).
+    /// an order the replica had not delivered (seeds 8041, 9530 of whole-node mencius, three register groups).
     pub(crate) skips_durable: u64,
     pub(crate) insts: BTreeMap<u64, Inst>,
     /// Revoked ranges decided no-op (but for the values their DECIDE listed, kept in `insts`).
@@ -371,9 +371,9 @@ impl Mencius {
     }
 
     /// Raise the index to `to` (Rule 2, a revocation): own instances skipped on the way are
-    /// decided no-ops here once the new index is durable (`skips_durable`). `justified` is the storage op that makes the new index
-    /// derivable after a restart (a record at or beyond it); without one the hard state is
-    /// written.
+    /// decided no-ops here once the new index is durable (`skips_durable`). `justified` is the
+    /// storage op that makes the new index derivable after a restart (a record at or beyond
+    /// it); without one the hard state is written.
     pub(crate) fn raise_index(
         &mut self,
         to: u64,
