@@ -99,14 +99,10 @@ fn regression_seeds_of_whole_nodes() {
     //       with the older index, it suggested a value there, and the group delivered it ahead
     //       of what the replica had delivered (fixed: own skips decided once durable).
     // 8041: the same, in group 2.
-    for seed in [9530, 8041] {
-        let mut cfg = SimConfig::new(3, seed, ());
-        cfg.faults = FaultSet::all();
+    common::assert_seeds_clean("mencius", &[9530, 8041], |cfg| {
         cfg.groups = 3;
         cfg.app = synod_sim::App::Registers;
-        let (r, _) = run_named_one("mencius", &cfg).unwrap();
-        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
-    }
+    });
 }
 
 #[test]

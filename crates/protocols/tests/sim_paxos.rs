@@ -207,11 +207,5 @@ fn stale_primary_agrees_to_a_later_pre_vote() {
     // in its view (n3, view 2) while the others moved on (view 3, led by n1) comes back idle
     // when n1 stays down. It kept beating in view 2 and refused n2's pre-vote for view 4, and
     // n2 refused its view-2 COMMITs: nobody changed view again.
-    for seed in [49, 187] {
-        let mut cfg = SimConfig::new(3, seed, ());
-        cfg.faults = FaultSet::all();
-        cfg.stay_down = 1;
-        let (r, _) = run_named_one("paxos", &cfg).unwrap();
-        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
-    }
+    common::assert_seeds_clean("paxos", &[49, 187], |cfg| cfg.stay_down = 1);
 }

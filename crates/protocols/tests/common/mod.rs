@@ -39,3 +39,19 @@ pub fn config(nodes: usize) -> SimConfig<()> {
 pub fn sweep(name: &str, cfg: &SimConfig<()>, seeds: std::ops::Range<u64>) -> Report {
     synod_protocols::run_named_seeds(name, cfg, seeds, threads()).expect("known protocol")
 }
+
+/// Each seed of the named protocol, with the command line's defaults and every fault kind,
+/// changed by `shape`, runs without a violation (regression seeds).
+pub fn assert_seeds_clean(name: &str, seeds: &[u64], shape: impl Fn(&mut SimConfig<()>)) {
+    for &seed in seeds {
+        let mut cfg = SimConfig::new(3, seed, ());
+        cfg.faults = FaultSet::all();
+        shape(&mut cfg);
+        let (r, _) = synod_protocols::run_named_one(name, &cfg).expect("known protocol");
+        assert!(
+            r.violations.is_empty(),
+            "{name} seed {seed}: {:?}",
+            r.violations
+        );
+    }
+}
