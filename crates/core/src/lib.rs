@@ -28,6 +28,7 @@ use bytes::Bytes;
 use std::fmt::Debug;
 
 pub mod batch;
+pub mod config;
 pub mod durable;
 pub mod kit;
 pub mod machine;
@@ -38,6 +39,7 @@ pub mod rng;
 pub mod wire;
 
 pub use batch::BatchLimits;
+pub use config::{Change, Config, ConfigError, ConfigReject, Membership};
 pub use durable::{DurableState, LogRecord, Persist, StorageOp};
 pub use machine::{GroupMessage, StateMachine};
 
@@ -188,6 +190,8 @@ pub enum Reject {
     NoLeader,
     /// A bounded queue is full.
     Busy,
+    /// A configuration change ([`Input::Reconfigure`]) was refused.
+    Config(ConfigReject),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +203,10 @@ pub enum Event {
     /// The leader switched the broadcast mode: a variant fell back to its base protocol
     /// (`fallback: true`, e.g. ZabCT → Zab) or returned to the variant.
     Mode { fallback: bool },
+    /// The configurations in force changed (a change logged, committed, or undone by a
+    /// truncation): the driver talks to `members()` from now on. A replica that is a member of
+    /// none has been removed.
+    Membership(Membership),
 }
 
 /// Inputs a protocol core accepts. Every input comes with the current time
@@ -229,6 +237,11 @@ pub enum Input<M> {
     /// The state machine took this snapshot (covering only delivered commands); the core may
     /// drop its log behind it and serve it to lagging peers.
     Compact(Snapshot),
+    /// Change the group's configuration (docs/membership.md). The core logs the new
+    /// configuration with `command`, which the state machine receives like any other when it
+    /// is delivered (ZooKeeper's reconfig transaction), and emits [`Event::Membership`] as the
+    /// change takes effect; or it refuses with [`Event::Rejected`] and [`Reject::Config`].
+    Reconfigure { command: Command, change: Change },
 }
 
 /// The output buffer of one step. Drivers reuse it: call [`Actions::clear`] between steps.
@@ -276,28 +289,43 @@ pub trait MessageKind {
     fn kind(&self) -> &'static str;
 }
 
-/// Membership of the cluster as seen by one replica.
+/// Membership of the cluster as seen by one replica, as the group was born: its voters
+/// (`members`) and its learners (a family that changes its configuration online takes it as its
+/// version-0 configuration and keeps the rest in its log: docs/membership.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cluster {
     pub me: NodeId,
-    /// Every member, `me` included, sorted.
+    /// Every voting member, `me` included unless it is a learner, sorted.
     pub members: Vec<NodeId>,
+    /// Members that receive the log but never vote (ZooKeeper's observers), sorted; empty for
+    /// the families that have none.
+    pub learners: Vec<NodeId>,
 }
 
 impl Cluster {
-    pub fn new(me: NodeId, mut members: Vec<NodeId>) -> Self {
+    pub fn new(me: NodeId, members: Vec<NodeId>) -> Self {
+        Self::with_learners(me, members, Vec::new())
+    }
+    pub fn with_learners(me: NodeId, mut members: Vec<NodeId>, mut learners: Vec<NodeId>) -> Self {
         members.sort_unstable();
         members.dedup();
+        learners.sort_unstable();
+        learners.dedup();
+        learners.retain(|l| members.binary_search(l).is_err());
         assert!(
-            members.contains(&me),
+            members.contains(&me) || learners.contains(&me),
             "a replica must be a member of its cluster"
         );
-        Self { me, members }
+        Self {
+            me,
+            members,
+            learners,
+        }
     }
     pub fn size(&self) -> usize {
         self.members.len()
     }
-    /// The size of a strict majority.
+    /// The size of a strict majority of the voters.
     pub fn quorum(&self) -> usize {
         quorum::majority(self.members.len())
     }
@@ -338,6 +366,13 @@ pub trait Protocol: Sized {
 
     /// The view as last reported (the latest [`Event::View`]).
     fn view(&self) -> View;
+
+    /// The configurations in force, for a family that changes its configuration online
+    /// (reported at [`Input::Start`] and on every change by [`Event::Membership`]); `None` for
+    /// one whose members are fixed at birth (the [`Cluster`] it was restored with).
+    fn membership(&self) -> Option<Membership> {
+        None
+    }
 
     /// Protocol-specific readings for observers (e.g. ZabCT's coin probability). Drivers may
     /// sample them; they never influence the protocol.

@@ -3,7 +3,8 @@
 //! against what remains and against a limit, so malformed input is an error, never a panic
 //! and never an unbounded allocation.
 
-use crate::{Command, Position, Snapshot};
+use crate::config::MAX_MEMBERS;
+use crate::{Command, Config, Position, Snapshot};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::fmt;
 
@@ -174,6 +175,45 @@ impl Wire for Command {
             id: get_u64(b)?,
             payload: get_bytes(b, "command payload", MAX_BYTES)?,
         })
+    }
+}
+
+/// A configuration: its version, then voters and learners, each a u16 count and u32 ids. A
+/// malformed configuration (no voter, id 0, a voter that is also a learner, too many) is an
+/// error.
+impl Wire for Config {
+    fn encode(&self, b: &mut BytesMut) {
+        b.put_u64(self.version);
+        for ids in [&self.voters, &self.learners] {
+            b.put_u16(ids.len() as u16);
+            for &id in ids {
+                b.put_u32(id);
+            }
+        }
+    }
+    fn decode(b: &mut Bytes) -> WireResult<Self> {
+        let version = get_u64(b)?;
+        let mut lists = [Vec::new(), Vec::new()];
+        for ids in lists.iter_mut() {
+            let n = get_u16(b)? as usize;
+            if n > MAX_MEMBERS {
+                return Err(WireError::TooLarge {
+                    what: "configuration",
+                    len: n as u64,
+                    max: MAX_MEMBERS as u64,
+                });
+            }
+            for _ in 0..n {
+                let id = get_u32(b)?;
+                // One encoding per configuration: ids strictly increasing.
+                if ids.last().is_some_and(|&last| last >= id) {
+                    return Err(WireError::Invalid("configuration order"));
+                }
+                ids.push(id);
+            }
+        }
+        let [voters, learners] = lists;
+        Config::new(version, voters, learners).map_err(|_| WireError::Invalid("configuration"))
     }
 }
 

@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use synod_core::replica::{Env, Replica};
 use synod_core::wire::{Wire, WireError};
 use synod_core::{
-    Apply, Command, Dest, Envelope, Event, GroupId, GroupMessage, Input, MessageKind, NodeId,
-    Persist, Position, Protocol, Reject, Role, Snapshot, StateMachine, TimeUs, View, WireSize,
+    Apply, Change, Command, Dest, Envelope, Event, GroupId, GroupMessage, Input, Membership,
+    MessageKind, NodeId, Persist, Position, Protocol, Reject, Role, Snapshot, StateMachine, TimeUs,
+    View, WireSize,
 };
 use synod_log::WalOp;
 use tracing::{debug, info};
@@ -30,6 +31,8 @@ pub(crate) struct Scratch {
     pub(crate) messages: Vec<GroupMessage>,
     pub(crate) installed: Option<Position>,
     pub(crate) fatal: Option<String>,
+    /// The configurations in force changed (the latest [`Event::Membership`] of the step).
+    pub(crate) membership: Option<Membership>,
 }
 
 impl Scratch {
@@ -39,6 +42,7 @@ impl Scratch {
         self.messages.clear();
         self.installed = None;
         self.fatal = None;
+        self.membership = None;
     }
 }
 
@@ -73,6 +77,8 @@ pub trait GroupRunner: Send {
     fn wake(&mut self, now: TimeUs, cx: &mut Cx);
     /// Hand the core one batch of commands.
     fn submit(&mut self, now: TimeUs, batch: Vec<Command>, cx: &mut Cx);
+    /// Hand the core a configuration change ([`Input::Reconfigure`]).
+    fn reconfigure(&mut self, now: TimeUs, command: Command, change: Change, cx: &mut Cx);
     /// The state machine's snapshot is durable: the core may compact behind it.
     fn compact(&mut self, now: TimeUs, snapshot: Snapshot, cx: &mut Cx);
     fn deadline(&self) -> Option<TimeUs>;
@@ -184,8 +190,20 @@ impl<P: Hosted> Group<P> {
             guard: None,
         };
         f(&mut self.replica, &mut env);
-        if let Some(at) = env.cx.scratch.installed {
+        let (installed, membership) = (env.cx.scratch.installed, env.cx.scratch.membership.take());
+        drop(env);
+        if let Some(at) = installed {
             self.last_snapshot_slot = at.slot;
+        }
+        if let Some(m) = membership {
+            // The configurations in force changed: talk to their members from now on (a
+            // removed replica keeps its own id, so that its data stays readable).
+            let mut members = m.members();
+            if let Err(i) = members.binary_search(&self.me) {
+                members.insert(i, self.me);
+            }
+            info!(group = self.id, versions = ?m.versions(), ?members, "membership changed");
+            self.members = members;
         }
     }
 }
@@ -238,6 +256,12 @@ impl<P: Hosted> GroupRunner for Group<P> {
 
     fn submit(&mut self, now: TimeUs, batch: Vec<Command>, cx: &mut Cx) {
         self.drive(cx, |r, env| r.submit(now, batch, env));
+    }
+
+    fn reconfigure(&mut self, now: TimeUs, command: Command, change: Change, cx: &mut Cx) {
+        self.drive(cx, |r, env| {
+            r.step(now, Input::Reconfigure { command, change }, env)
+        });
     }
 
     fn compact(&mut self, now: TimeUs, snapshot: Snapshot, cx: &mut Cx) {
@@ -414,6 +438,15 @@ where
             Event::Rejected { id, reason } => {
                 self.cx.telemetry.rejected(self.group);
                 self.cx.scratch.rejected.push((id, reason));
+            }
+            Event::Membership(m) => {
+                if let Some(o) = self.cx.observed.as_deref_mut() {
+                    o.push(Observed::Membership {
+                        group: self.group,
+                        membership: m.clone(),
+                    });
+                }
+                self.cx.scratch.membership = Some(m);
             }
         }
     }

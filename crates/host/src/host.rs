@@ -301,6 +301,7 @@ impl<T> Host<T> {
                 let e = match reason {
                     Reject::NoLeader => SubmitError::NoLeader,
                     Reject::Busy => SubmitError::Busy,
+                    Reject::Config(r) => SubmitError::Config(r),
                 };
                 self.out.replies.push((w.token, Err(e)));
             }
@@ -438,6 +439,39 @@ impl<T> Host<T> {
             return Err(SubmitError::NoSuchGroup);
         }
         self.enqueue(group, payload, Some(token), now)
+    }
+
+    /// A client asks `group` to change its configuration (docs/membership.md): `payload` is the
+    /// command the state machine receives when the change is delivered; `token` comes back in
+    /// [`Outputs::replies`] then, or with the core's refusal ([`SubmitError::Config`]). The core
+    /// takes it at once (a change is never batched with other commands).
+    pub fn reconfigure(
+        &mut self,
+        now: TimeUs,
+        group: GroupId,
+        payload: Bytes,
+        change: synod_core::Change,
+        token: T,
+    ) -> Result<u64, SubmitError> {
+        let now = self.clock(now);
+        if self.shutting_down {
+            self.out
+                .replies
+                .push((token, Err(SubmitError::ShuttingDown)));
+            return Err(SubmitError::ShuttingDown);
+        }
+        if !self.groups.contains_key(&group) {
+            self.out
+                .replies
+                .push((token, Err(SubmitError::NoSuchGroup)));
+            return Err(SubmitError::NoSuchGroup);
+        }
+        let id = self.enqueue(group, payload, Some(token), now)?;
+        let slot = self.groups.get_mut(&group).expect("checked above");
+        let command = slot.queue.pop_back().expect("just queued");
+        debug_assert_eq!(command.id, id);
+        self.step(group, now, |r, cx| r.reconfigure(now, command, change, cx));
+        Ok(id)
     }
 
     /// Bytes of a peer's frame of `group`: a message, decoded by the group's codec, or a

@@ -41,6 +41,8 @@ pub enum SubmitError {
     Timeout,
     ShuttingDown,
     NoSuchGroup,
+    /// A configuration change was refused ([`synod_core::ConfigReject`]).
+    Config(synod_core::ConfigReject),
 }
 
 pub type SubmitResult = Result<Applied, SubmitError>;
@@ -83,6 +85,11 @@ pub enum Observed {
     View { group: GroupId, view: View },
     /// The leader switched the broadcast mode (a variant fell back to its base, or back).
     Mode { group: GroupId, fallback: bool },
+    /// The group's configurations in force changed here.
+    Membership {
+        group: GroupId,
+        membership: synod_core::Membership,
+    },
 }
 
 /// Everything a host produced since the driver last took it. `T` is the driver's token for a

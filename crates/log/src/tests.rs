@@ -32,6 +32,7 @@ fn entry(slot: u64) -> Entry {
             id: slot,
             payload: Bytes::from(vec![7u8; 100]),
         },
+        config: None,
     }
 }
 
@@ -42,6 +43,7 @@ fn hard(e: u32) -> Hard {
         current_epoch: e,
         led_epoch: 0,
         recovering: false,
+        config: None,
     }
 }
 
@@ -127,9 +129,9 @@ fn groups_share_the_log_and_each_gets_back_its_own_state() {
         vec![0, 7, 9]
     );
     let g0 = state(dir.path(), &mut rec, 0);
-    assert_eq!((g0.hard, keys(&g0)), (hard(1), vec![1]));
+    assert_eq!((g0.hard.clone(), keys(&g0)), (hard(1), vec![1]));
     let g7 = state(dir.path(), &mut rec, 7);
-    assert_eq!((g7.hard, keys(&g7)), (Hard::default(), vec![1]));
+    assert_eq!((g7.hard.clone(), keys(&g7)), (Hard::default(), vec![1]));
     assert_eq!(keys(&state(dir.path(), &mut rec, 9)), vec![5]);
 }
 

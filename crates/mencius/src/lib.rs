@@ -710,6 +710,11 @@ impl Protocol for Mencius {
                 }
             }
             Input::Compact(s) => self.on_compact(s, out),
+            // Online configuration change is Zab's so far (docs/membership.md).
+            Input::Reconfigure { command, .. } => out.events.push(synod_core::Event::Rejected {
+                id: command.id,
+                reason: synod_core::Reject::Config(synod_core::ConfigReject::Unsupported),
+            }),
             Input::Start => {} // booted above
         }
         self.flush_queue(out);

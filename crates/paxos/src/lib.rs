@@ -583,6 +583,11 @@ impl Protocol for Paxos {
             Input::Durable { upto } => self.on_durable(upto, out),
             Input::Disconnected { peer } => self.on_disconnected(peer, out),
             Input::Compact(s) => self.on_compact(s, out),
+            // Online configuration change is Zab's so far (docs/membership.md).
+            Input::Reconfigure { command, .. } => out.events.push(synod_core::Event::Rejected {
+                id: command.id,
+                reason: synod_core::Reject::Config(synod_core::ConfigReject::Unsupported),
+            }),
         }
         self.report_view(out);
     }

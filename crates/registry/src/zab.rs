@@ -23,6 +23,9 @@ const NAMES: &[Name] = &[
     Name::simulated("zab-bug-ack-before-durable"),
     Name::simulated("zab-bug-elect-anyone"),
     Name::simulated("zab-bug-forward-twice"),
+    Name::simulated("zab-bug-two-changes"),
+    Name::simulated("zab-bug-learners-count"),
+    Name::simulated("zab-bug-new-config-alone"),
     Name::simulated("zab-ac-unrestricted"),
     Name::simulated("zab-aa-restricted-unrestricted"),
 ];
@@ -38,6 +41,9 @@ fn parse(name: &str) -> (Option<Bug>, Variant, synod_zab::coin::Choice, bool) {
         "zab-bug-ack-before-durable" => Some(Bug::AckBeforeDurable),
         "zab-bug-elect-anyone" => Some(Bug::ElectAnyone),
         "zab-bug-forward-twice" => Some(Bug::ForwardTwice),
+        "zab-bug-two-changes" => Some(Bug::TwoChangesInFlight),
+        "zab-bug-learners-count" => Some(Bug::LearnersCount),
+        "zab-bug-new-config-alone" => Some(Bug::NewConfigAlone),
         _ => None,
     };
     let (variant, coin) = match bug {

@@ -341,6 +341,7 @@ pub(crate) fn submit_error(e: SubmitError) -> Response {
         SubmitError::NoSuchGroup => {
             (StatusCode::NOT_FOUND, "no such group on this node\n").into_response()
         }
+        SubmitError::Config(r) => (StatusCode::CONFLICT, format!("{r}\n")).into_response(),
         SubmitError::ShuttingDown => {
             (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
         }

@@ -336,6 +336,7 @@ mod tests {
                 },
                 slot: 1,
                 command: cmd.clone(),
+                config: None,
             }]),
         ];
         let recovery = log(dir.path(), &zab);

@@ -59,6 +59,9 @@ pub enum Checker {
     /// A ZooKeeper session saw its reads go back, or a read after a sync missed a write
     /// acknowledged before it.
     Session,
+    /// An established leader had more than one configuration change in flight (docs/
+    /// membership.md: one change at a time).
+    Config,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
 }
@@ -89,6 +92,7 @@ impl fmt::Display for Checker {
             Checker::Divergence => "divergence",
             Checker::GroupMessages => "group-messages",
             Checker::Session => "session",
+            Checker::Config => "one-change-in-flight",
             Checker::Panic => "panic",
         };
         f.write_str(s)

@@ -50,6 +50,10 @@ pub enum FaultKind {
     /// Wipe the disks of a majority at once. Beyond every protocol's assumptions: selected by
     /// name only, to show the checkers catch it.
     WipeMajority,
+    /// Change a group's configuration through its leader (add, remove, promote or demote one
+    /// node: docs/membership.md). Selected by name (`--faults all,reconfig`) while only Zab
+    /// changes its configuration online.
+    Reconfig,
 }
 
 impl FaultKind {
@@ -68,11 +72,13 @@ impl FaultKind {
         FaultKind::Corrupt,
         FaultKind::Wipe,
     ];
-    /// Faults beyond the assumptions (or adversarial), selected by name only.
-    pub const BY_NAME_ONLY: [FaultKind; 3] = [
+    /// Faults beyond the assumptions (or adversarial), or that not every family supports,
+    /// selected by name only.
+    pub const BY_NAME_ONLY: [FaultKind; 4] = [
         FaultKind::CrashPair,
         FaultKind::LyingDisk,
         FaultKind::WipeMajority,
+        FaultKind::Reconfig,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -91,12 +97,16 @@ impl FaultKind {
             FaultKind::Wipe => "wipe",
             FaultKind::LyingDisk => "lying-disk",
             FaultKind::WipeMajority => "wipe-majority",
+            FaultKind::Reconfig => "reconfig",
         }
     }
 
     /// Faults that end by themselves or are healed by something other than their heal event.
     pub(crate) fn has_heal(self) -> bool {
-        !matches!(self, FaultKind::LinkReset | FaultKind::Replay)
+        !matches!(
+            self,
+            FaultKind::LinkReset | FaultKind::Replay | FaultKind::Reconfig
+        )
     }
 }
 
@@ -133,6 +143,15 @@ impl FromStr for FaultSet {
             let k = match part {
                 "restart" => FaultKind::Crash,
                 "heal" => continue,
+                // `all,reconfig`: every fault within the assumptions, and more by name.
+                "all" => {
+                    for k in FaultKind::ALL {
+                        if !kinds.contains(&k) {
+                            kinds.push(k);
+                        }
+                    }
+                    continue;
+                }
                 _ => *FaultKind::ALL
                     .iter()
                     .chain(FaultKind::BY_NAME_ONLY.iter())

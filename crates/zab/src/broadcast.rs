@@ -295,35 +295,64 @@ impl Zab {
         }
     }
 
-    /// L2: the highest zxid a quorum has durably logged (acks are cumulative) is committed.
+    /// L2: the highest zxid a quorum has durably logged (acks are cumulative) is committed: a
+    /// majority of the voters of every configuration in force (reconfig.rs). Committing a
+    /// configuration changes the quorum, so the rule runs again with the new one.
     pub fn advance_commit(&mut self, out: &mut ZabActions) {
-        let quorum = match self.opts.bug {
-            Some(Bug::CommitOnOwnAck) => 1,
-            _ => self.quorum(),
-        };
+        loop {
+            let before = self.membership();
+            if !self.commit_once(&before, out) {
+                return;
+            }
+            if self.membership().versions() == before.versions() {
+                return;
+            }
+            self.after_commit_config(out);
+        }
+    }
+
+    /// One round of L2 with the configurations `m`: true when the commit point moved.
+    fn commit_once(&mut self, m: &synod_core::Membership, out: &mut ZabActions) -> bool {
+        let me = self.cluster.me;
         let own = if self.opts.bug == Some(Bug::CommitOnOwnAck) {
             self.log.last().zxid
         } else {
             self.log.durable().zxid
         };
+        let bug = self.opts.bug;
         let Phase::Leading(l) = &mut self.phase else {
-            return;
+            return false;
         };
         if l.stage != LStage::Broadcast {
-            return;
+            return false;
         }
-        let mut acks: Vec<Zxid> = l
-            .peers
-            .values()
-            .filter(|p| p.synced)
-            .map(|p| p.ack)
-            .collect();
-        acks.push(own);
-        let Some(z) = quorum::kth_largest(&mut acks, quorum) else {
-            return;
+        let ack_of = |p: NodeId| -> Option<Zxid> {
+            if p == me {
+                Some(own)
+            } else {
+                l.peers.get(&p).filter(|x| x.synced).map(|x| x.ack)
+            }
+        };
+        let reached = match bug {
+            Some(Bug::CommitOnOwnAck) => Some(own),
+            Some(Bug::LearnersCount) => {
+                // Every synchronised replica counts, voter or not.
+                let mut acks: Vec<Zxid> = l
+                    .peers
+                    .values()
+                    .filter(|p| p.synced)
+                    .map(|p| p.ack)
+                    .collect();
+                acks.push(own);
+                quorum::kth_largest(&mut acks, quorum::majority(m.latest().voters.len()))
+            }
+            _ => m.quorum_value(ack_of),
+        };
+        let Some(z) = reached else {
+            return false;
         };
         if z <= l.commit.zxid {
-            return;
+            return false;
         }
         let at = self
             .log
@@ -344,6 +373,7 @@ impl Zab {
         self.deliver(at, out);
         // The window has room again: what waited goes out as one batch.
         self.propose_queued(out);
+        true
     }
 
     pub fn on_commit(
@@ -525,6 +555,7 @@ fn batch_entries(first: Point, commands: &[Command]) -> Vec<Entry> {
             zxid: Zxid::new(first.zxid.epoch, first.zxid.counter + i as u32),
             slot: first.slot + i as u64,
             command: c.clone(),
+            config: None,
         })
         .collect()
 }

@@ -2,10 +2,11 @@
 
 use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
 use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
 use synod_core::wire::{
     get_bool, get_count, get_u16, get_u32, get_u64, get_u8, Wire, WireError, WireResult,
 };
-use synod_core::{Command, Position, Snapshot};
+use synod_core::{Command, Config, Position, Snapshot};
 
 impl Wire for Zxid {
     fn encode(&self, b: &mut BytesMut) {
@@ -29,37 +30,79 @@ impl Wire for Point {
     }
 }
 
+/// An entry: zxid, slot, command. A reconfiguration entry sets the slot's top bit (no slot
+/// reaches 2^63) and its configuration follows the command, so an ordinary entry is encoded
+/// exactly as before reconfiguration existed (the previous release reads it).
 impl Wire for Entry {
     fn encode(&self, b: &mut BytesMut) {
         self.zxid.encode(b);
-        b.put_u64(self.slot);
-        self.command.encode(b);
+        match &self.config {
+            None => {
+                b.put_u64(self.slot);
+                self.command.encode(b);
+            }
+            Some(c) => {
+                b.put_u64(self.slot | CONFIG_FLAG);
+                self.command.encode(b);
+                c.encode(b);
+            }
+        }
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
+        let zxid = Zxid::decode(b)?;
+        let slot = get_u64(b)?;
+        let command = Command::decode(b)?;
+        let config = if slot & CONFIG_FLAG != 0 {
+            let c = Config::decode(b)?;
+            if c.version != zxid.as_u64() {
+                return Err(WireError::Invalid("configuration version"));
+            }
+            Some(Arc::new(c))
+        } else {
+            None
+        };
         Ok(Entry {
-            zxid: Zxid::decode(b)?,
-            slot: get_u64(b)?,
-            command: Command::decode(b)?,
+            zxid,
+            slot: slot & !CONFIG_FLAG,
+            command,
+            config,
         })
     }
 }
 
-/// The hard state's encoding: four u32s and the `recovering` flag (one byte, 0 or 1). The
-/// write-ahead log stores a hard state as one whole record and reads it back with
+/// The most configurations a notification carries (the committed one and those pending).
+const MAX_NOTIFIED_CONFIGS: u8 = 8;
+
+/// The slot bit that marks a reconfiguration entry.
+const CONFIG_FLAG: u64 = 1 << 63;
+
+/// The hard state's encoding: four u32s, the `recovering` flag (one byte, 0 or 1) and, once the
+/// group has changed its configuration, that configuration (the flag byte's bit 1 says it
+/// follows). The write-ahead log stores a hard state as one whole record and reads it back with
 /// [`Wire::from_bytes`], which also accepts the 16-byte form written before the flag existed
-/// (read as `recovering = false`). [`Wire::decode`] itself always expects the flag, so a hard
-/// state stays unambiguous inside a larger value.
+/// (read as `recovering = false`). A hard state without a configuration is encoded exactly as
+/// before configurations existed.
 impl Wire for Hard {
     fn encode(&self, b: &mut BytesMut) {
         b.put_u32(self.accepted_epoch);
         b.put_u32(self.accepted_leader);
         b.put_u32(self.current_epoch);
         b.put_u32(self.led_epoch);
-        b.put_u8(self.recovering as u8);
+        b.put_u8(self.recovering as u8 | (self.config.is_some() as u8) << 1);
+        if let Some(c) = &self.config {
+            c.encode(b);
+        }
     }
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         let mut h = decode_hard_without_flag(b)?;
-        h.recovering = get_bool(b)?;
+        let flags = get_u8(b)?;
+        if flags > 3 {
+            return Err(WireError::Invalid("hard state flags"));
+        }
+        h.recovering = flags & 1 != 0;
+        if flags & 2 != 0 {
+            h.config = Some(Arc::new(Config::decode(b)?));
+        }
         Ok(h)
     }
     fn from_bytes(mut b: Bytes) -> WireResult<Self> {
@@ -84,6 +127,7 @@ fn decode_hard_without_flag(b: &mut Bytes) -> WireResult<Hard> {
         current_epoch: get_u32(b)?,
         led_epoch: get_u32(b)?,
         recovering: false,
+        config: None,
     })
 }
 
@@ -138,9 +182,14 @@ impl Wire for SyncMode {
                 b.put_u8(2);
                 to.encode(b);
             }
-            SyncMode::Snap(s) => {
+            SyncMode::Snap(s, None) => {
                 b.put_u8(3);
                 s.encode(b);
+            }
+            SyncMode::Snap(s, Some(c)) => {
+                b.put_u8(4);
+                s.encode(b);
+                c.encode(b);
             }
         }
     }
@@ -152,7 +201,8 @@ impl Wire for SyncMode {
             2 => SyncMode::Trunc {
                 to: Point::decode(b)?,
             },
-            3 => SyncMode::Snap(Snapshot::decode(b)?),
+            3 => SyncMode::Snap(Snapshot::decode(b)?, None),
+            4 => SyncMode::Snap(Snapshot::decode(b)?, Some(Arc::new(Config::decode(b)?))),
             _ => return Err(WireError::Invalid("sync mode")),
         })
     }
@@ -184,12 +234,21 @@ impl Wire for Msg {
                 vote,
                 state,
                 accepted,
+                configs,
             } => {
-                b.put_u8(1);
+                // A notification with configurations has a type of its own: a group that never
+                // changed its configuration sends what the previous release sends.
+                b.put_u8(if configs.is_empty() { 1 } else { 16 });
                 b.put_u64(*round);
                 vote.encode(b);
                 state.encode(b);
                 b.put_u32(*accepted);
+                if !configs.is_empty() {
+                    b.put_u8(configs.len() as u8);
+                    for c in configs {
+                        c.encode(b);
+                    }
+                }
             }
             Msg::FollowerInfo {
                 accepted_epoch,
@@ -297,17 +356,41 @@ impl Wire for Msg {
                 b.put_u64(*seq);
                 commands.encode(b);
             }
+            Msg::ProposeConfig { epoch, entry } => {
+                b.put_u8(15);
+                b.put_u32(*epoch);
+                entry.encode(b);
+            }
         }
     }
 
     fn decode(b: &mut Bytes) -> WireResult<Self> {
         Ok(match get_u8(b)? {
-            1 => Msg::Notification {
-                round: get_u64(b)?,
-                vote: Vote::decode(b)?,
-                state: PeerState::decode(b)?,
-                accepted: get_u32(b)?,
-            },
+            t @ (1 | 16) => {
+                let (round, vote, state, accepted) = (
+                    get_u64(b)?,
+                    Vote::decode(b)?,
+                    PeerState::decode(b)?,
+                    get_u32(b)?,
+                );
+                let mut configs = Vec::new();
+                if t == 16 {
+                    let n = get_u8(b)?;
+                    if n == 0 || n > MAX_NOTIFIED_CONFIGS {
+                        return Err(WireError::Invalid("configuration count"));
+                    }
+                    for _ in 0..n {
+                        configs.push(Arc::new(Config::decode(b)?));
+                    }
+                }
+                Msg::Notification {
+                    round,
+                    vote,
+                    state,
+                    accepted,
+                    configs,
+                }
+            }
             2 => Msg::FollowerInfo {
                 accepted_epoch: get_u32(b)?,
                 accepted_leader: get_u32(b)?,
@@ -377,6 +460,16 @@ impl Wire for Msg {
                 seq: get_u64(b)?,
                 commands: Vec::<Command>::decode(b)?,
             },
+            15 => {
+                let epoch = get_u32(b)?;
+                let entry = Entry::decode(b)?;
+                if entry.config.is_none() {
+                    return Err(WireError::Invalid(
+                        "reconfiguration without a configuration",
+                    ));
+                }
+                Msg::ProposeConfig { epoch, entry }
+            }
             _ => return Err(WireError::Invalid("message type")),
         })
     }
@@ -395,6 +488,12 @@ pub fn sample_messages() -> Vec<Msg> {
         zxid: z,
         slot: 99,
         command: cmd.clone(),
+        config: None,
+    };
+    let config = Arc::new(Config::new(z.as_u64(), vec![1, 2, 4], vec![5]).expect("valid"));
+    let reconfig = Entry {
+        config: Some(config.clone()),
+        ..entry.clone()
     };
     vec![
         Msg::Notification {
@@ -406,6 +505,18 @@ pub fn sample_messages() -> Vec<Msg> {
             },
             state: PeerState::Following,
             accepted: 2,
+            configs: vec![],
+        },
+        Msg::Notification {
+            round: 4,
+            vote: Vote {
+                epoch: 2,
+                zxid: z,
+                leader: 3,
+            },
+            state: PeerState::Leading,
+            accepted: 2,
+            configs: vec![config.clone(), config.clone()],
         },
         Msg::FollowerInfo {
             accepted_epoch: 3,
@@ -428,10 +539,27 @@ pub fn sample_messages() -> Vec<Msg> {
         },
         Msg::Sync {
             epoch: 4,
-            mode: SyncMode::Snap(Snapshot {
-                at: Position { slot: 9, tag: 3 },
-                data: Bytes::from_static(b"state"),
-            }),
+            mode: SyncMode::Snap(
+                Snapshot {
+                    at: Position { slot: 9, tag: 3 },
+                    data: Bytes::from_static(b"state"),
+                },
+                None,
+            ),
+        },
+        Msg::Sync {
+            epoch: 4,
+            mode: SyncMode::Snap(
+                Snapshot {
+                    at: Position { slot: 9, tag: 3 },
+                    data: Bytes::from_static(b"state"),
+                },
+                Some(config.clone()),
+            ),
+        },
+        Msg::ProposeConfig {
+            epoch: 4,
+            entry: reconfig.clone(),
         },
         Msg::Sync {
             epoch: 4,
@@ -439,7 +567,7 @@ pub fn sample_messages() -> Vec<Msg> {
         },
         Msg::Entries {
             epoch: 4,
-            entries: vec![entry.clone(), entry.clone()],
+            entries: vec![entry.clone(), reconfig, entry.clone()],
         },
         Msg::NewLeader { epoch: 4, last: p },
         Msg::AckNewLeader { epoch: 4, last: p },
@@ -499,18 +627,70 @@ mod tests {
             let back = Msg::from_bytes(bytes.clone()).unwrap();
             assert_eq!(back.to_bytes(), bytes, "{m:?}");
         }
-        for recovering in [false, true] {
+        let config = Some(Arc::new(Config::new(9, vec![1, 3], vec![2]).unwrap()));
+        for (recovering, config) in [
+            (false, None),
+            (true, None),
+            (true, config.clone()),
+            (false, config),
+        ] {
             let h = Hard {
                 accepted_epoch: 1,
                 accepted_leader: 2,
                 current_epoch: 3,
                 led_epoch: 3,
                 recovering,
+                config,
             };
             assert_eq!(Hard::from_bytes(h.to_bytes()).unwrap(), h);
             let mut b = h.to_bytes();
             assert_eq!(Hard::decode(&mut b).unwrap(), h);
         }
+    }
+
+    /// An ordinary entry is encoded as before reconfiguration existed (zxid, slot, command);
+    /// a reconfiguration entry whose configuration's version is not its zxid, or a malformed
+    /// configuration, is refused.
+    #[test]
+    fn entries_keep_their_old_form_and_configurations_are_checked() {
+        let cmd = Command {
+            id: 1,
+            payload: Bytes::from_static(b"x"),
+        };
+        let e = Entry {
+            zxid: Zxid::new(2, 1),
+            slot: 7,
+            command: cmd.clone(),
+            config: None,
+        };
+        let mut old = BytesMut::new();
+        e.zxid.encode(&mut old);
+        old.put_u64(7);
+        cmd.encode(&mut old);
+        assert_eq!(e.to_bytes(), old.freeze());
+        let good = Entry {
+            config: Some(Arc::new(
+                Config::new(Zxid::new(2, 1).as_u64(), vec![1, 2, 3], vec![]).unwrap(),
+            )),
+            ..e.clone()
+        };
+        assert_eq!(Entry::from_bytes(good.to_bytes()).unwrap(), good);
+        let stale = Entry {
+            config: Some(Arc::new(Config::new(5, vec![1], vec![]).unwrap())),
+            ..e.clone()
+        };
+        assert_eq!(
+            Entry::from_bytes(stale.to_bytes()),
+            Err(WireError::Invalid("configuration version"))
+        );
+        let mut bad = good.to_bytes().to_vec();
+        // The configuration's first voter (three voters, then the learner count) becomes 0.
+        let at = bad.len() - 2 - 4 * 3;
+        bad[at..at + 4].copy_from_slice(&0u32.to_be_bytes());
+        assert_eq!(
+            Entry::from_bytes(Bytes::from(bad)),
+            Err(WireError::Invalid("configuration"))
+        );
     }
 
     /// A hard state written before the `recovering` flag (16 bytes) still reads, as not
@@ -523,6 +703,7 @@ mod tests {
             current_epoch: 6,
             led_epoch: 0,
             recovering: true,
+            config: None,
         };
         let full = h.to_bytes();
         assert_eq!(full.len(), 17);
@@ -531,17 +712,23 @@ mod tests {
             legacy,
             Hard {
                 recovering: false,
-                ..h
+                ..h.clone()
             }
         );
         for cut in 0..16 {
             assert!(Hard::from_bytes(full.slice(..cut)).is_err(), "cut {cut}");
         }
         let mut v = full.to_vec();
+        v[16] = 4;
+        assert_eq!(
+            Hard::from_bytes(Bytes::from(v.clone())),
+            Err(WireError::Invalid("hard state flags"))
+        );
+        // A configuration announced by the flags must follow.
         v[16] = 2;
         assert_eq!(
             Hard::from_bytes(Bytes::from(v.clone())),
-            Err(WireError::Invalid("boolean"))
+            Err(WireError::Truncated)
         );
         v[16] = 1;
         v.push(0);

@@ -101,6 +101,11 @@ impl Zab {
         out: &mut ZabActions,
     ) {
         let me = self.cluster.me;
+        // Only replicas the configurations in force name (voters and learners) follow: a
+        // removed or not yet added replica is refused, and keeps looking (reconfig.rs).
+        if !self.membership().is_member(from) {
+            return;
+        }
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
@@ -133,14 +138,14 @@ impl Zab {
     /// With FOLLOWERINFO from a quorum of replicas that are not recovering (ourselves
     /// included), pick an epoch above every accepted epoch and propose it.
     fn try_new_epoch(&mut self, out: &mut ZabActions) {
-        let quorum = self.quorum();
         let me = self.cluster.me;
+        let m = self.membership();
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
         assert!(!l.recovering.contains(&me), "the leader is not recovering");
-        let counted = l.infos.keys().filter(|p| !l.recovering.contains(p)).count();
-        if l.stage != LStage::Discovery || counted < quorum {
+        let counted = m.is_quorum(|p| l.infos.contains_key(&p) && !l.recovering.contains(&p));
+        if l.stage != LStage::Discovery || !counted {
             return;
         }
         let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
@@ -150,7 +155,7 @@ impl Zab {
         let hard = Hard {
             accepted_epoch: epoch,
             accepted_leader: me,
-            ..self.log.hard()
+            ..self.log.hard().clone()
         };
         let seq = self.log.set_hard(hard, &mut out.persist);
         if let Phase::Leading(l) = &mut self.phase {
@@ -205,16 +210,15 @@ impl Zab {
     /// epoch current durably and synchronise every follower that acknowledged it, recovering
     /// ones too.
     pub(crate) fn try_start_sync(&mut self, out: &mut ZabActions) {
-        let quorum = self.quorum();
+        let me = self.cluster.me;
+        let m = self.membership();
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
-        let counted = l
-            .ack_epochs
-            .keys()
-            .filter(|p| !l.recovering.contains(p))
-            .count();
-        if l.stage != LStage::AwaitAckEpoch || counted + 1 < quorum {
+        let counted = m.is_quorum(|p| {
+            p == me || (l.ack_epochs.contains_key(&p) && !l.recovering.contains(&p))
+        });
+        if l.stage != LStage::AwaitAckEpoch || !counted {
             return;
         }
         l.stage = LStage::AwaitNewLeaderAcks;
@@ -223,7 +227,7 @@ impl Zab {
         let hard = Hard {
             current_epoch: epoch,
             led_epoch: epoch,
-            ..self.log.hard()
+            ..self.log.hard().clone()
         };
         let seq = self.log.set_hard(hard, &mut out.persist);
         if let Phase::Leading(l) = &mut self.phase {

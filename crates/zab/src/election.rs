@@ -4,7 +4,8 @@
 use crate::recovery::vouched_epoch;
 use crate::{Bug, Election, Msg, PeerState, Phase, Settled, Vote, Zab, ZabActions, Zxid};
 use std::collections::BTreeMap;
-use synod_core::{Dest, Envelope, Event, NodeId, Reject, View};
+use std::sync::Arc;
+use synod_core::{Config, Dest, Envelope, Event, Membership, NodeId, Reject, View};
 
 /// The order of votes: most recent history first, then the preferred leader, then the highest
 /// id.
@@ -33,10 +34,13 @@ impl Zab {
         let vote = self.my_vote();
         let mut recv = BTreeMap::new();
         recv.insert(self.cluster.me, vote);
-        // A cluster of one (ZooKeeper's standalone mode) is its own quorum: no vote will come
-        // to count, so its own decides after the finalize wait.
-        let alone =
-            self.quorum() <= 1 && self.suspended_until_above.is_none() && !self.recovering();
+        // A cluster of one voter (ZooKeeper's standalone mode) is its own quorum: no vote will
+        // come to count, so its own decides after the finalize wait.
+        let me = self.cluster.me;
+        let alone = self.is_voter()
+            && self.is_quorum(|p| p == me)
+            && self.suspended_until_above.is_none()
+            && !self.recovering();
         self.phase = Phase::Looking(Election {
             vote,
             recv,
@@ -67,7 +71,8 @@ impl Zab {
     }
 
     pub(crate) fn broadcast_vote(&mut self, out: &mut ZabActions) {
-        let abstain = self.suspended_until_above.is_some() || self.recovering();
+        // A replica that no configuration in force names as a voter abstains too (reconfig.rs).
+        let abstain = self.suspended_until_above.is_some() || self.recovering() || !self.is_voter();
         let Phase::Looking(el) = &mut self.phase else {
             return;
         };
@@ -88,6 +93,7 @@ impl Zab {
             vote,
             state: PeerState::Looking,
             accepted: 0,
+            configs: self.notified_configs(),
         };
         out.send.push(Envelope {
             to: Dest::All,
@@ -114,9 +120,21 @@ impl Zab {
             },
             state,
             accepted: if self.recovering() { 0 } else { accepted },
+            configs: self.notified_configs(),
         })
     }
 
+    /// The configurations a notification carries: none while the group keeps the one it was
+    /// born with.
+    fn notified_configs(&self) -> Vec<Arc<Config>> {
+        let m = self.membership();
+        if m.versions() == [0] {
+            return Vec::new();
+        }
+        std::iter::once(m.committed).chain(m.pending).collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
     pub fn on_notification(
         &mut self,
         from: NodeId,
@@ -124,8 +142,19 @@ impl Zab {
         vote: Vote,
         state: PeerState,
         accepted: u32,
+        configs: Vec<Arc<Config>>,
         out: &mut ZabActions,
     ) {
+        // A configuration the sender knows committed (it delivered its entry) is committed:
+        // if its entry is in our log, our configurations count it so (a replica restarted
+        // behind its log would otherwise wait for the majorities of configurations long
+        // replaced, whose removed voters no longer vote).
+        if let Some(slot) = configs
+            .first()
+            .and_then(|c| self.log.config_slot(c.version))
+        {
+            self.config_floor = self.config_floor.max(slot);
+        }
         if !matches!(self.phase, Phase::Looking(_)) {
             // Tell a LOOKING peer whom we follow, so it can join without a new election.
             if state == PeerState::Looking {
@@ -148,13 +177,14 @@ impl Zab {
             }
         }
         let me = self.cluster.me;
-        let quorum = self.quorum();
+        let membership = self.membership();
+        let voter = membership.is_voter(me);
         let recovering = self.recovering();
         let my_initial = self.my_vote();
         let preferred = self.opts.preferred_leader;
         // The finalize wait, longer while a preferred leader never heard from may still come.
         let finalize_wait_us = match preferred {
-            Some(p) if !self.heard_preferred && p != me && self.cluster.members.contains(&p) => {
+            Some(p) if !self.heard_preferred && p != me && membership.is_voter(p) => {
                 self.opts.finalize_wait_us.max(self.opts.preferred_wait_us)
             }
             _ => self.opts.finalize_wait_us,
@@ -170,8 +200,12 @@ impl Zab {
                 // A suspended (A1.1) or recovering replica neither adopts nor counts votes, so
                 // it never decides an election by itself.
                 PeerState::Looking if self.suspended_until_above.is_some() || recovering => {}
-                // An abstaining vote (a suspended replica, A1.1) is neither adopted nor counted.
-                PeerState::Looking if vote.leader == 0 => {}
+                // Nor does a replica that does not vote (a learner, or one no configuration in
+                // force names).
+                PeerState::Looking if !voter => {}
+                // An abstaining vote (a suspended replica, A1.1) is neither adopted nor counted,
+                // nor is a vote for a replica that does not vote here.
+                PeerState::Looking if vote.leader == 0 || !membership.is_voter(vote.leader) => {}
                 PeerState::Looking => {
                     if round > self.round {
                         self.round = round;
@@ -194,8 +228,8 @@ impl Zab {
                     }
                     if round == self.round {
                         el.recv.insert(from, vote);
-                        let agree = el.recv.values().filter(|v| **v == el.vote).count();
-                        if agree >= quorum {
+                        let agree = membership.is_quorum(|p| el.recv.get(&p) == Some(&el.vote));
+                        if agree {
                             if el.decide_at.is_none() {
                                 let wait = if Some(el.vote.leader) == preferred {
                                     self.opts.finalize_wait_us
@@ -211,18 +245,31 @@ impl Zab {
                 }
                 PeerState::Following | PeerState::Leading => {
                     let leader = vote.leader;
+                    let mut reported = configs.into_iter();
+                    let reported = reported.next().map(|committed| Membership {
+                        committed,
+                        pending: reported.collect(),
+                    });
                     el.settled.insert(
                         from,
                         Settled {
                             leader,
                             leading: state == PeerState::Leading,
                             accepted,
+                            membership: reported,
                         },
                     );
+                    // Whose majority to trust: the leader's configurations when it reports newer
+                    // ones than ours (our disk was wiped, or we were added since we last heard),
+                    // else our own (reconfig.rs).
+                    let trusted = match el.settled.get(&leader).and_then(|s| s.membership.clone()) {
+                        Some(m) if m.latest().version > membership.latest().version => m,
+                        _ => membership.clone(),
+                    };
                     if recovering {
                         // Recovery after lost state: only a fresh quorum of OTHER replicas that
                         // accepted the leader's epoch lets us follow it (recovery.rs).
-                        if let Some(e) = vouched_epoch(&el.settled, me, leader, quorum) {
+                        if let Some(e) = vouched_epoch(&el.settled, me, leader, &trusted) {
                             join = Some((leader, e));
                         }
                     } else {
@@ -230,10 +277,11 @@ impl Zab {
                             .settled
                             .get(&leader)
                             .is_some_and(|s| s.leader == leader && s.leading);
-                        let support =
-                            el.settled.values().filter(|s| s.leader == leader).count() + 1;
+                        let support = trusted.is_quorum(|p| {
+                            p == me || el.settled.get(&p).is_some_and(|s| s.leader == leader)
+                        });
                         let late_enough = self.suspended_until_above.is_none_or(|e| vote.epoch > e);
-                        if leader != me && leader_says_so && support >= quorum && late_enough {
+                        if leader != me && leader_says_so && support && late_enough {
                             join = Some((leader, 0));
                         }
                     }
@@ -257,6 +305,7 @@ impl Zab {
                     vote: el.vote,
                     state: PeerState::Looking,
                     accepted: 0,
+                    configs: self.notified_configs(),
                 };
                 self.send(out, from, msg);
             }

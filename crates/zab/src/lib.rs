@@ -32,6 +32,7 @@ pub mod discovery;
 pub mod election;
 pub mod log;
 pub mod msg;
+pub mod reconfig;
 pub mod recovery;
 pub mod sync;
 pub mod timers;
@@ -42,9 +43,10 @@ use crate::log::{Log, Ops};
 pub use crate::msg::{Entry, Hard, LogSummary, Msg, PeerState, Point, SyncMode, Vote, Zxid};
 pub use crate::variant::Variant;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use synod_core::{
-    rng::CoreRng, Actions, Cluster, Command, Dest, DurableState, Envelope, Input, NodeId, Protocol,
-    Role, TimeUs, View,
+    rng::CoreRng, Actions, Cluster, Command, Config, Dest, DurableState, Envelope, Event, Input,
+    Membership, NodeId, Protocol, Role, TimeUs, View,
 };
 
 pub type ZabActions = Actions<Msg, Entry, Hard>;
@@ -62,6 +64,13 @@ pub enum Bug {
     ElectAnyone,
     /// Followers forward every client command twice.
     ForwardTwice,
+    /// The leader takes a second configuration change while one is in flight.
+    TwoChangesInFlight,
+    /// Learners' acknowledgements count toward the commit quorum.
+    LearnersCount,
+    /// Quorums use the newest configuration alone, never the committed one beside it: a
+    /// change takes effect on its own say-so.
+    NewConfigAlone,
 }
 
 #[derive(Clone, Debug)]
@@ -174,7 +183,7 @@ struct Election {
 }
 
 /// What a settled (FOLLOWING or LEADING) peer told us in a notification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Settled {
     /// The leader it names.
     leader: NodeId,
@@ -182,6 +191,8 @@ struct Settled {
     leading: bool,
     /// The epoch it accepted from (or proposed as) that leader; 0 if none yet.
     accepted: u32,
+    /// The sender's configurations in force, if it reported any (reconfig.rs).
+    membership: Option<Membership>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -376,6 +387,11 @@ pub struct Zab {
     /// incarnation started: until it is, an election that agrees on another waits for it up
     /// to `Options::preferred_wait_us` (election.rs).
     heard_preferred: bool,
+    /// The versions of the configurations in force as last reported (`Event::Membership`).
+    reported: Vec<u64>,
+    /// The slot of the newest reconfiguration entry of our log that a peer reported committed
+    /// (reconfig.rs): our configurations count it committed even before we deliver it.
+    config_floor: u64,
 }
 
 impl Protocol for Zab {
@@ -391,14 +407,18 @@ impl Protocol for Zab {
         seed: u64,
     ) -> Self {
         let applied = durable.snapshot.as_ref().map_or(0, |s| s.at.slot);
-        let hard = durable.hard;
+        let hard = durable.hard.clone();
         let suspended_until_above = (options.variant.restricted()
             && options.enforce_a11
             && hard.led_epoch > 0
             && hard.led_epoch >= hard.current_epoch)
             .then_some(hard.led_epoch);
         let lost = durable.lost;
-        let mut log = Log::restore(durable);
+        let initial = Arc::new(
+            Config::new(0, cluster.members.clone(), cluster.learners.clone())
+                .expect("a cluster's members and learners"),
+        );
+        let mut log = Log::restore(durable, initial);
         let (deferred, mark_seq) = recovery::mark_if_lost(&mut log, lost);
         assert!(
             log.base().slot <= applied,
@@ -418,6 +438,8 @@ impl Protocol for Zab {
             // The seed differs per incarnation (drivers draw it at every start).
             forwarding: synod_core::kit::forward::Numbering::new(seed),
             heard_preferred: false,
+            reported: vec![0],
+            config_floor: 0,
             phase: Phase::Looking(Election {
                 vote: Vote::default(),
                 recv: BTreeMap::new(),
@@ -443,7 +465,9 @@ impl Protocol for Zab {
             Input::Durable { upto } => self.on_durable(upto, out),
             Input::Disconnected { peer } => self.on_disconnected(peer, out),
             Input::Compact(s) => self.on_compact(s, out),
+            Input::Reconfigure { command, change } => self.on_reconfigure(command, change, out),
         }
+        self.report_membership(out);
         self.gate_on_mark(out, first_send);
         self.check_recovering_sends(out, first_send);
         self.check_invariants();
@@ -467,6 +491,10 @@ impl Protocol for Zab {
             },
             _ => View::electing(self.log.hard().current_epoch as u64),
         }
+    }
+
+    fn membership(&self) -> Option<Membership> {
+        Some(self.membership())
     }
 
     /// A ZabCT follower reports its coin probability, or that the epoch runs Zab.
@@ -526,8 +554,33 @@ impl Zab {
         });
     }
 
-    fn quorum(&self) -> usize {
-        self.cluster.quorum()
+    /// The configurations in force here (docs/protocols/zab.md, "Reconfiguration").
+    pub fn membership(&self) -> Membership {
+        let mut m = self.log.membership(self.applied.max(self.config_floor));
+        if self.opts.bug == Some(Bug::NewConfigAlone) {
+            m = Membership::stable(m.latest().clone());
+        }
+        m
+    }
+
+    /// Does `has` hold for a quorum of the configurations in force?
+    fn is_quorum(&self, has: impl Fn(NodeId) -> bool) -> bool {
+        self.membership().is_quorum(has)
+    }
+
+    /// Does this replica vote in any configuration in force?
+    fn is_voter(&self) -> bool {
+        self.membership().is_voter(self.cluster.me)
+    }
+
+    /// Tell the driver when the configurations in force changed.
+    fn report_membership(&mut self, out: &mut ZabActions) {
+        let m = self.membership();
+        let versions = m.versions();
+        if versions != self.reported {
+            self.reported = versions;
+            out.events.push(Event::Membership(m));
+        }
     }
 
     /// Invariants the simulator's checkers rely on, asserted after every step so that a broken
@@ -594,7 +647,10 @@ impl Zab {
     // ---------------------------------------------------------------- plumbing
 
     fn on_message(&mut self, from: NodeId, msg: Msg, out: &mut ZabActions) {
-        if from == self.cluster.me || !self.cluster.members.contains(&from) {
+        // Any node the transport authenticated may talk to us: a replica not (yet) in our
+        // configuration follows as a non-voting learner until a change names it, and only
+        // voters of the configurations in force ever count (reconfig.rs).
+        if from == self.cluster.me || from == 0 {
             return;
         }
         if Some(from) == self.opts.preferred_leader {
@@ -606,7 +662,8 @@ impl Zab {
                 vote,
                 state,
                 accepted,
-            } => self.on_notification(from, round, vote, state, accepted, out),
+                configs,
+            } => self.on_notification(from, round, vote, state, accepted, configs, out),
             Msg::FollowerInfo {
                 accepted_epoch,
                 accepted_leader,
@@ -649,6 +706,7 @@ impl Zab {
                 seq,
                 commands,
             } => self.on_forward(from, (epoch, nonce, seq), commands, out),
+            Msg::ProposeConfig { epoch, entry } => self.on_propose_config(from, epoch, entry, out),
         }
     }
 }

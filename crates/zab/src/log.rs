@@ -3,7 +3,8 @@
 
 use crate::msg::{Entry, Hard, LogSummary, Point, Zxid};
 use std::collections::VecDeque;
-use synod_core::{DurableState, Persist, Snapshot, StorageOp};
+use std::sync::Arc;
+use synod_core::{Config, DurableState, Membership, Persist, Snapshot, StorageOp};
 
 pub type Ops = Vec<Persist<Entry, Hard>>;
 
@@ -23,11 +24,26 @@ pub struct Log {
     /// The longest prefix of the in-memory log known to be durable.
     durable: Point,
     durable_seq: u64,
+    /// The configuration the group was born with (the static member list).
+    initial: Arc<Config>,
+    /// The configuration in force at `base`: the hard state's, else `initial`.
+    base_config: Arc<Config>,
+    /// The reconfiguration entries of `entries`, by slot.
+    configs: VecDeque<(u64, Arc<Config>)>,
 }
 
 impl Log {
-    pub fn restore(durable: DurableState<Entry, Hard>) -> Self {
+    pub fn restore(durable: DurableState<Entry, Hard>, initial: Arc<Config>) -> Self {
         let entries: VecDeque<Entry> = durable.records.into_values().collect();
+        let configs = entries
+            .iter()
+            .filter_map(|e| e.config.clone().map(|c| (e.slot, c)))
+            .collect();
+        let base_config = durable
+            .hard
+            .config
+            .clone()
+            .unwrap_or_else(|| initial.clone());
         let base = Point::from_position(durable.log_base);
         assert!(
             entries
@@ -47,11 +63,56 @@ impl Log {
             pending: VecDeque::new(),
             durable: last,
             durable_seq: 0,
+            initial,
+            base_config,
+            configs,
         }
     }
 
     pub fn hard(&self) -> Hard {
-        self.hard
+        self.hard.clone()
+    }
+
+    /// The configurations in force for a replica that has delivered up to `applied`: the
+    /// newest configuration logged at or before it (or the base's) is committed; those logged
+    /// after it are pending. A configuration the hard state knows as committed is never
+    /// overruled by an older one still in the log.
+    pub fn membership(&self, applied: u64) -> Membership {
+        let mut committed = &self.base_config;
+        for (slot, c) in &self.configs {
+            if *slot <= applied && c.version > committed.version {
+                committed = c;
+            }
+        }
+        let mut pending: Vec<Arc<Config>> = Vec::new();
+        for (slot, c) in &self.configs {
+            let newest = pending.last().map_or(committed.version, |p| p.version);
+            if *slot > applied && c.version > newest {
+                pending.push(c.clone());
+            }
+        }
+        Membership {
+            committed: committed.clone(),
+            pending,
+        }
+    }
+
+    /// The configuration in force at `slot` (which is the base or in the log).
+    pub fn config_at(&self, slot: u64) -> Arc<Config> {
+        self.membership(slot).committed
+    }
+
+    /// The slot of the reconfiguration entry of the log whose configuration has `version`.
+    pub fn config_slot(&self, version: u64) -> Option<u64> {
+        self.configs
+            .iter()
+            .find(|(_, c)| c.version == version)
+            .map(|(s, _)| *s)
+    }
+
+    /// The slot of the last reconfiguration entry of the log, if any.
+    pub fn last_config_slot(&self) -> Option<u64> {
+        self.configs.back().map(|(s, _)| *s)
     }
     pub fn base(&self) -> Point {
         self.base
@@ -152,7 +213,7 @@ impl Log {
     }
 
     pub fn set_hard(&mut self, hard: Hard, ops: &mut Ops) -> u64 {
-        self.hard = hard;
+        self.hard = hard.clone();
         self.hard_seq = self.issue(StorageOp::SetHard(hard), ops);
         self.hard_seq
     }
@@ -163,6 +224,14 @@ impl Log {
             let last = self.last();
             assert_eq!(e.slot, last.slot + 1, "log slots are dense");
             assert!(e.zxid > last.zxid, "log zxids increase");
+            if let Some(c) = &e.config {
+                assert_eq!(
+                    c.version,
+                    e.zxid.as_u64(),
+                    "a configuration's version is its zxid"
+                );
+                self.configs.push_back((e.slot, c.clone()));
+            }
             self.entries.push_back(e.clone());
         }
         self.issue(StorageOp::Append(entries), ops)
@@ -172,6 +241,9 @@ impl Log {
     pub fn truncate_after(&mut self, to: Point, ops: &mut Ops) -> u64 {
         assert!(to.slot >= self.base.slot);
         self.entries.truncate((to.slot - self.base.slot) as usize);
+        while self.configs.back().is_some_and(|(s, _)| *s > to.slot) {
+            self.configs.pop_back();
+        }
         // Whatever was durable beyond `to` no longer belongs to the in-memory log.
         for p in self.pending.iter_mut() {
             p.1 = p.1.min(to);
@@ -180,9 +252,25 @@ impl Log {
         self.issue(StorageOp::Truncate { after_key: to.slot }, ops)
     }
 
-    /// Replace the whole log with a snapshot received from the leader.
-    pub fn install_snapshot(&mut self, snapshot: Snapshot, ops: &mut Ops) -> u64 {
+    /// Replace the whole log with a snapshot received from the leader, with the configuration in
+    /// force at its point (`None`: the one the group was born with), which the hard state takes
+    /// first: the configuration never goes missing, whatever a crash interrupts.
+    pub fn install_snapshot(
+        &mut self,
+        snapshot: Snapshot,
+        config: Option<Arc<Config>>,
+        ops: &mut Ops,
+    ) -> u64 {
         let at = Point::from_position(snapshot.at);
+        if config != self.hard.config {
+            let hard = Hard {
+                config: config.clone(),
+                ..self.hard.clone()
+            };
+            self.set_hard(hard, ops);
+        }
+        self.base_config = config.unwrap_or_else(|| self.initial.clone());
+        self.configs.clear();
         self.entries.clear();
         self.base = at;
         for p in self.pending.iter_mut() {
@@ -202,6 +290,7 @@ impl Log {
 
     /// Record a snapshot of the applied state and drop the log behind it, keeping `retain`
     /// entries before the snapshot point so that slightly lagging followers still get a diff.
+    /// A reconfiguration entry dropped hands its configuration to the hard state first.
     pub fn compact(&mut self, snapshot: Snapshot, retain: u64, ops: &mut Ops) -> Option<u64> {
         let at = snapshot.at.slot;
         if at > self.last().slot || self.snapshot.as_ref().is_some_and(|s| s.at.slot >= at) {
@@ -213,6 +302,22 @@ impl Log {
         } else {
             self.get(through).expect("slot within the log").point()
         };
+        let mut dropped = None;
+        while self
+            .configs
+            .front()
+            .is_some_and(|(s, _)| *s <= drop_through.slot)
+        {
+            dropped = self.configs.pop_front().map(|(_, c)| c);
+        }
+        if let Some(c) = dropped {
+            let hard = Hard {
+                config: Some(c.clone()),
+                ..self.hard.clone()
+            };
+            self.set_hard(hard, ops);
+            self.base_config = c;
+        }
         self.entries
             .drain(..(drop_through.slot - self.base.slot) as usize);
         self.base = drop_through;
@@ -264,12 +369,17 @@ mod tests {
                 id: slot,
                 payload: Bytes::new(),
             },
+            config: None,
         }
+    }
+
+    fn initial() -> Arc<Config> {
+        Arc::new(Config::initial(&[1, 2, 3]))
     }
 
     #[test]
     fn durable_prefix_follows_truncation() {
-        let mut log = Log::restore(DurableState::default());
+        let mut log = Log::restore(DurableState::default(), initial());
         let mut ops = Vec::new();
         let s1 = log.append((1..=5).map(|i| entry(1, i as u32, i)).collect(), &mut ops);
         let p3 = log.point_of(Zxid::new(1, 3)).unwrap();
@@ -288,7 +398,7 @@ mod tests {
 
     #[test]
     fn summary_and_lookup() {
-        let mut log = Log::restore(DurableState::default());
+        let mut log = Log::restore(DurableState::default(), initial());
         let mut ops = Vec::new();
         log.append(
             vec![
@@ -312,7 +422,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_retained_entries() {
-        let mut log = Log::restore(DurableState::default());
+        let mut log = Log::restore(DurableState::default(), initial());
         let mut ops = Vec::new();
         log.append((1..=10).map(|i| entry(1, i as u32, i)).collect(), &mut ops);
         let snap = Snapshot {
@@ -328,7 +438,7 @@ mod tests {
         }
         assert_eq!(d.log_base.slot, 5);
         assert_eq!(d.records.len(), 5);
-        let again = Log::restore(d);
+        let again = Log::restore(d, initial());
         assert_eq!(again.last(), log.last());
     }
 }

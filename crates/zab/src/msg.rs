@@ -2,7 +2,8 @@
 
 use bytes::Bytes;
 use std::fmt;
-use synod_core::{Command, LogRecord, NodeId, Position, Snapshot, WireSize};
+use std::sync::Arc;
+use synod_core::{Command, Config, LogRecord, NodeId, Position, Snapshot, WireSize};
 
 /// ⟨epoch, counter⟩, ordered lexicographically (zab.md §1.1, §2.3). The counter restarts at 1 in
 /// every epoch; ⟨0, 0⟩ is "nothing".
@@ -72,6 +73,9 @@ pub struct Entry {
     pub zxid: Zxid,
     pub slot: u64,
     pub command: Command,
+    /// A reconfiguration entry (ZooKeeper's reconfig transaction): the configuration it
+    /// installs, whose version is this entry's zxid (docs/protocols/zab.md, "Reconfiguration").
+    pub config: Option<Arc<Config>>,
 }
 
 impl Entry {
@@ -85,7 +89,11 @@ impl Entry {
 
 impl fmt::Debug for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}@{}#{}", self.zxid, self.slot, self.command.id)
+        write!(f, "{:?}@{}#{}", self.zxid, self.slot, self.command.id)?;
+        if let Some(c) = &self.config {
+            write!(f, "={c:?}")?;
+        }
+        Ok(())
     }
 }
 
@@ -100,7 +108,7 @@ impl LogRecord for Entry {
 }
 
 /// Zab's hard state (the Zab paper's f.p and f.a), written before the messages that depend on it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hard {
     /// The last epoch this replica accepted in a NEWEPOCH (acceptedEpoch, f.p).
     pub accepted_epoch: u32,
@@ -115,6 +123,10 @@ pub struct Hard {
     /// neither votes, stands, promises nor counts (docs/protocols/zab.md, "Recovery after lost
     /// state"). Cleared in the write that makes the leader's history and epoch current.
     pub recovering: bool,
+    /// The configuration in force at the log's base, once it is not the one the group was born
+    /// with: written before compaction drops a reconfiguration entry and before a snapshot from
+    /// the leader replaces the log, so that the configuration survives its entry.
+    pub config: Option<Arc<Config>>,
 }
 
 /// A fast-leader-election vote, ordered by ⟨current epoch, last zxid, id⟩.
@@ -196,8 +208,9 @@ pub enum SyncMode {
     Diff { from: Point },
     /// Drop every entry after `to`, then entries follow.
     Trunc { to: Point },
-    /// Replace everything with this snapshot, then entries follow.
-    Snap(Snapshot),
+    /// Replace everything with this snapshot, then entries follow. The configuration in force
+    /// at the snapshot's point travels with it (`None`: the one the group was born with).
+    Snap(Snapshot, Option<Arc<Config>>),
 }
 
 #[derive(Clone, Debug)]
@@ -212,6 +225,11 @@ pub enum Msg {
         /// before that, and always 0 when LOOKING. A recovering replica joins a leader only on
         /// these (docs/protocols/zab.md, "Recovery after lost state").
         accepted: u32,
+        /// A settled sender's configurations in force, committed first (reconfig.rs): a replica
+        /// that knows an older configuration (a wiped disk, a node joining) learns whose
+        /// majority to trust. Empty while the group keeps the configuration it was born with,
+        /// and when LOOKING.
+        configs: Vec<Arc<Config>>,
     },
     /// Discovery: follower → prospective leader (FOLLOWERINFO), with the epoch it last accepted
     /// and from whom, and whether it is recovering from lost state (then the leader neither
@@ -280,6 +298,9 @@ pub enum Msg {
         /// than N − 1 means a follower is suspected).
         live: u16,
     },
+    /// Broadcast L1 for a reconfiguration: one entry carrying the new configuration (its
+    /// version is the entry's zxid), proposed alone.
+    ProposeConfig { epoch: u32, entry: Entry },
     /// A follower forwards its clients' waiting commands to the leader, in submission order.
     /// `epoch` is the leader's epoch it forwards to, `(nonce, seq)` number its forwards (a
     /// random nonce per incarnation, then 1, 2, 3, …): the leader takes each forward once and
@@ -310,6 +331,7 @@ impl synod_core::MessageKind for Msg {
             Msg::Commit { .. } => "commit",
             Msg::Ping { .. } => "ping",
             Msg::Forward { .. } => "forward",
+            Msg::ProposeConfig { .. } => "proposeconfig",
         }
     }
 }
@@ -320,23 +342,33 @@ fn payload_len(b: &Bytes) -> usize {
     b.len() + 12
 }
 
+fn config_len(c: &Config) -> usize {
+    16 + 4 * (c.voters.len() + c.learners.len())
+}
+
+fn entry_len(e: &Entry) -> usize {
+    20 + payload_len(&e.command.payload) + e.config.as_ref().map_or(0, |c| config_len(c))
+}
+
 impl WireSize for Msg {
     fn wire_size(&self) -> usize {
         HEADER
             + match self {
-                Msg::Notification { .. } => 36,
+                Msg::Notification { configs, .. } => {
+                    36 + configs.iter().map(|c| config_len(c)).sum::<usize>()
+                }
                 Msg::FollowerInfo { .. } => 9,
                 Msg::NewEpoch { .. } => 8,
                 Msg::AckNewLeader { .. } => 28,
                 Msg::AckEpoch { summary, .. } => 24 + summary.epochs.len() * 8,
                 Msg::Sync { mode, .. } => match mode {
-                    SyncMode::Snap(s) => 24 + s.data.len(),
+                    SyncMode::Snap(s, c) => {
+                        24 + s.data.len() + c.as_ref().map_or(0, |c| config_len(c))
+                    }
                     _ => 24,
                 },
-                Msg::Entries { entries, .. } => entries
-                    .iter()
-                    .map(|e| 20 + payload_len(&e.command.payload))
-                    .sum(),
+                Msg::Entries { entries, .. } => entries.iter().map(entry_len).sum(),
+                Msg::ProposeConfig { entry, .. } => 4 + entry_len(entry),
                 Msg::Proposal { commands, .. } => {
                     40 + commands
                         .iter()

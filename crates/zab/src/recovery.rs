@@ -49,7 +49,7 @@
 use crate::log::{Log, Ops};
 use crate::{Hard, Msg, PeerState, Settled, Vote, Zab, ZabActions};
 use std::collections::BTreeMap;
-use synod_core::NodeId;
+use synod_core::{Membership, NodeId};
 
 /// At restore: when the disk lost state, mark the hard state recovering and issue the write
 /// that makes the mark durable. Returns that op (handed to the driver at the first step) and
@@ -61,21 +61,22 @@ pub(crate) fn mark_if_lost(log: &mut Log, lost: bool) -> (Ops, u64) {
     }
     let hard = Hard {
         recovering: true,
-        ..log.hard()
+        ..log.hard().clone()
     };
     let seq = log.set_hard(hard, &mut ops);
     (ops, seq)
 }
 
 /// The epoch a quorum of other replicas vouches for with `leader` at its head, if they do:
-/// `leader` itself reports LEADING with an epoch e it proposed, and at least `quorum` senders
-/// (the leader included) report that they accepted e from it. `settled` holds only what
-/// arrived in this election round, from peers (never from `me`).
+/// `leader` itself reports LEADING with an epoch e it proposed, and a quorum of the
+/// configurations in force (the leader included) report that they accepted e from it.
+/// `settled` holds only what arrived in this election round, from peers (never from `me`).
+/// A replica whose disk came back empty knows only the configuration the group was born with.
 pub(crate) fn vouched_epoch(
     settled: &BTreeMap<NodeId, Settled>,
     me: NodeId,
     leader: NodeId,
-    quorum: usize,
+    membership: &Membership,
 ) -> Option<u32> {
     assert!(
         !settled.contains_key(&me),
@@ -86,11 +87,12 @@ pub(crate) fn vouched_epoch(
         return None;
     }
     let e = head.accepted;
-    let support = settled
-        .values()
-        .filter(|s| s.leader == leader && s.accepted == e)
-        .count();
-    (support >= quorum).then_some(e)
+    let support = membership.is_quorum(|p| {
+        settled
+            .get(&p)
+            .is_some_and(|s| s.leader == leader && s.accepted == e)
+    });
+    support.then_some(e)
 }
 
 impl Zab {
@@ -144,6 +146,7 @@ impl Zab {
                 | Msg::NewLeader { .. }
                 | Msg::UpToDate { .. }
                 | Msg::Proposal { .. }
+                | Msg::ProposeConfig { .. }
                 | Msg::Commit { .. }
                 | Msg::Ping { .. } => false,
             };

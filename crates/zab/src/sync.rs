@@ -20,6 +20,8 @@ impl Zab {
         out: &mut ZabActions,
     ) {
         let bug = self.opts.bug;
+        // Only a voter's history weighs: a learner may hold an uncommitted tail and cannot lead.
+        let voter = self.membership().is_voter(from);
         let Phase::Leading(l) = &mut self.phase else {
             return;
         };
@@ -33,6 +35,7 @@ impl Zab {
         // is no evidence, and it cannot lead anyway; the sync replaces it.
         if l.stage == LStage::AwaitAckEpoch
             && !l.recovering.contains(&from)
+            && voter
             && (current_epoch, summary.last()) > l.elected_with
             && bug != Some(Bug::ElectAnyone)
         {
@@ -59,7 +62,10 @@ impl Zab {
     /// longest common prefix is found by binary search over slots both logs still hold.
     pub fn plan_sync(&self, s: &LogSummary) -> SyncMode {
         let snap = || match self.log.snapshot() {
-            Some(snap) => SyncMode::Snap(snap.clone()),
+            Some(snap) => {
+                let config = self.log.config_at(snap.at.slot);
+                SyncMode::Snap(snap.clone(), (config.version > 0).then_some(config))
+            }
             // Nothing was ever compacted: a full diff from the start works.
             None => SyncMode::Trunc {
                 to: Point::default(),
@@ -114,7 +120,7 @@ impl Zab {
         let from = match &mode {
             SyncMode::Diff { from } => from.slot,
             SyncMode::Trunc { to } => to.slot,
-            SyncMode::Snap(s) => s.at.slot,
+            SyncMode::Snap(s, _) => s.at.slot,
         };
         let last = self.log.last();
         self.send(out, to, Msg::Sync { epoch, mode });
@@ -196,13 +202,13 @@ impl Zab {
                     self.log.truncate_after(to, &mut out.persist);
                 }
             }
-            SyncMode::Snap(snapshot) => {
+            SyncMode::Snap(snapshot, config) => {
                 if snapshot.at.slot < applied {
                     self.become_looking(out);
                     return;
                 }
                 self.log
-                    .install_snapshot(snapshot.clone(), &mut out.persist);
+                    .install_snapshot(snapshot.clone(), config, &mut out.persist);
                 self.applied = snapshot.at.slot;
                 out.apply.push(Apply::Restore(snapshot));
             }
@@ -252,7 +258,7 @@ impl Zab {
         let hard = Hard {
             current_epoch: epoch,
             recovering: false,
-            ..self.log.hard()
+            ..self.log.hard().clone()
         };
         let seq = self.log.set_hard(hard, &mut out.persist);
         self.send_after(out, from, Msg::AckNewLeader { epoch, last }, seq);
@@ -296,7 +302,8 @@ impl Zab {
     /// A quorum (ourselves included, once our current epoch is durable) holds our history: it
     /// is committed, and the epoch is established.
     pub(crate) fn try_establish(&mut self, out: &mut ZabActions) {
-        let quorum = self.quorum();
+        let me = self.cluster.me;
+        let m = self.membership();
         let durable_seq = self.log.durable_seq();
         let Phase::Leading(l) = &mut self.phase else {
             return;
@@ -304,8 +311,7 @@ impl Zab {
         if l.stage != LStage::AwaitNewLeaderAcks || durable_seq < l.ready_seq {
             return;
         }
-        let synced = l.peers.values().filter(|p| p.synced).count();
-        if synced + 1 < quorum {
+        if !m.is_quorum(|p| p == me || l.peers.get(&p).is_some_and(|x| x.synced)) {
             return;
         }
         self.establish(out);

@@ -12,7 +12,8 @@ use synod_core::{NodeId, Snapshot, TimeUs};
 impl Zab {
     pub fn on_timeout(&mut self, out: &mut ZabActions) {
         let now = self.now;
-        let quorum = self.quorum();
+        let me = self.cluster.me;
+        let m = self.membership();
         match &mut self.phase {
             Phase::Looking(el) => {
                 if el.decide_at.is_some_and(|t| now >= t) {
@@ -44,8 +45,8 @@ impl Zab {
                 let timeout = self.opts.leader_timeout_us;
                 l.peers
                     .retain(|_, p| now.saturating_sub(p.last_heard) <= timeout);
-                let heard = 1 + l.peers.values().filter(|p| p.synced).count();
-                if heard < quorum {
+                let heard = m.is_quorum(|p| p == me || l.peers.get(&p).is_some_and(|x| x.synced));
+                if !heard {
                     // SC2: no quorum behind us any more.
                     self.become_looking(out);
                     return;

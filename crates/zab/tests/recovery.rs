@@ -48,6 +48,7 @@ fn looking(round: u64, vote: Vote) -> Msg {
         vote,
         state: PeerState::Looking,
         accepted: 0,
+        configs: vec![],
     }
 }
 
@@ -61,6 +62,7 @@ fn settled(leader: NodeId, state: PeerState, accepted: u32) -> Msg {
         },
         state,
         accepted,
+        configs: vec![],
     }
 }
 
@@ -91,6 +93,7 @@ fn a_lost_disk_marks_recovering_durably_before_any_message_and_abstains() {
         current_epoch: 3,
         led_epoch: 0,
         recovering: false,
+        config: None,
     };
     let mut z = restore(1, 3, lost_disk(hard));
     assert!(z.recovering());

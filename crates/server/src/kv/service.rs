@@ -312,6 +312,7 @@ fn submit_error(e: SubmitError) -> Option<proto::Status> {
         SubmitError::Timeout => "the bucket did not order the request in time: retry",
         SubmitError::ShuttingDown => "this node is shutting down",
         SubmitError::NoSuchGroup => "this node does not run the bucket",
+        SubmitError::Config(_) => "the bucket refused a configuration change",
     };
     status(proto::Error::Unavailable, detail, None)
 }

@@ -26,6 +26,7 @@ mod kv;
 mod nemesis;
 mod net;
 mod node;
+mod reconfig;
 mod replicas;
 mod restart;
 mod telemetry;
@@ -57,6 +58,8 @@ pub(crate) enum Token {
     Client(usize, u64),
     /// A SconeKV client's command to a bucket: who waits for the reply, and the bucket.
     Kv(Option<synod_kv::sim::world::ReplyTo>, u32),
+    /// A configuration change the nemesis asked of a group (group, the ask's number).
+    Reconfig(usize, u64),
 }
 
 enum Ev {
@@ -178,6 +181,8 @@ pub struct World<P: Protocol> {
     kv: Option<kv::KvWorld>,
     /// The ZooKeeper app's sessions, as its checker sees them.
     zk: Option<zk::ZkWorld>,
+    /// Each group's configurations, as the checkers know them.
+    ledgers: Vec<reconfig::Ledger>,
     /// Output buffers swapped with a host's (their capacity reused).
     spare: synod_host::Outputs<Token>,
 }
@@ -327,6 +332,9 @@ impl<P: Hosted> World<P> {
                 _ => None,
             },
             spare: Default::default(),
+            ledgers: (0..groups)
+                .map(|_| reconfig::Ledger::new(&(1..=n as synod_core::NodeId).collect::<Vec<_>>()))
+                .collect(),
             zk: matches!(cfg.app, crate::App::ZooKeeper(_))
                 .then(|| zk::ZkWorld::new(cfg.workload.clients, groups)),
             cfg,
@@ -493,9 +501,13 @@ impl<P: Hosted> World<P> {
         }
         self.histories.iter().enumerate().all(|(g, h)| {
             let max = h.max_slot();
-            self.nodes.iter().filter(|n| !n.stays_down).all(|n| {
-                n.up && n.groups[g].applied_count() == max && n.groups[g].unacknowledged() == 0
-            })
+            let members = self.final_members(g);
+            self.nodes
+                .iter()
+                .filter(|n| !n.stays_down && members.contains(&n.id))
+                .all(|n| {
+                    n.up && n.groups[g].applied_count() == max && n.groups[g].unacknowledged() == 0
+                })
         }) && self.clients.iter().all(|c| !c.waiting_tracked())
             && self.kv_quiet()
     }
@@ -521,18 +533,19 @@ impl<P: Hosted> World<P> {
             }
             _ => {}
         }
-        // Durability and convergence: every live replica ends with the whole history (promised
-        // only while a quorum recovers).
+        // Durability and convergence: every live member of a group's last configuration ends
+        // with the whole history (promised only while a quorum recovers).
         let live = self.nodes.iter().filter(|n| !n.stays_down).count();
         if live < synod_core::quorum::majority(self.nodes.len()) {
             return;
         }
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].stays_down {
-                continue;
-            }
-            let id = self.nodes[i].id;
-            for g in 0..self.histories.len() {
+        for g in 0..self.histories.len() {
+            let members = self.final_members(g);
+            for i in 0..self.nodes.len() {
+                let id = self.nodes[i].id;
+                if self.nodes[i].stays_down || !members.contains(&id) {
+                    continue;
+                }
                 let ids = self.nodes[i].groups[g].ids();
                 self.histories[g].final_state(now, id, &ids);
             }

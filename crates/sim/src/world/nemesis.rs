@@ -44,6 +44,7 @@ impl<P: Hosted> World<P> {
                 }
             }
             FaultKind::Partition | FaultKind::OneWay => self.block(f.kind, &target, true),
+            FaultKind::Reconfig => self.reconfigure(&f),
             FaultKind::SlowNode => {
                 for &t in &target {
                     self.nodes[t].slow_net = f.factor;
@@ -167,15 +168,27 @@ impl<P: Hosted> World<P> {
     /// May node `t` lose disk state within the assumptions: fewer than f other nodes have
     /// lost state and not recovered it yet, or will be lost for good when the faults heal
     /// (`--stay-down`)?
+    /// With configuration changes, the bound holds for the voters of every configuration a
+    /// decision may need (the last delivered and those asked since), in every group.
     fn may_lose_state(&self, t: usize) -> bool {
-        let f = (self.nodes.len() - 1) / 2;
-        let others = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(j, n)| *j != t && (n.stays_down || n.groups.iter().any(|m| m.unrecovered)))
-            .count();
-        others < f && !self.nodes[t].stays_down
+        if self.nodes[t].stays_down {
+            return false;
+        }
+        let lost = |j: usize| {
+            let n = &self.nodes[j];
+            n.stays_down || n.groups.iter().any(|m| m.unrecovered)
+        };
+        self.ledgers.iter().all(|ledger| {
+            ledger.in_doubt().iter().all(|voters| {
+                let f = (voters.len() - 1) / 2;
+                let me = voters.contains(&self.nodes[t].id) as usize;
+                let others = voters
+                    .iter()
+                    .filter(|&&v| v as usize - 1 != t && lost(v as usize - 1))
+                    .count();
+                others + me <= f
+            })
+        })
     }
 
     fn resolve_target(&mut self, f: &Fault) -> Vec<usize> {
@@ -230,6 +243,8 @@ impl<P: Hosted> World<P> {
                 all.truncate(synod_core::quorum::majority(n));
                 all
             }
+            // The group's leader is found when the change is asked.
+            FaultKind::Reconfig => Vec::new(),
             FaultKind::LinkReset | FaultKind::Replay => {
                 let a = leader.unwrap_or_else(|| pick(&mut self.rng));
                 let mut b = pick(&mut self.rng);
@@ -307,7 +322,7 @@ impl<P: Hosted> World<P> {
                     self.at(at, Ev::Restart(f));
                 }
             }
-            FaultKind::LinkReset | FaultKind::Replay => {}
+            FaultKind::LinkReset | FaultKind::Replay | FaultKind::Reconfig => {}
         }
     }
 
@@ -361,8 +376,16 @@ impl<P: Hosted> World<P> {
             return;
         }
         let live: Vec<_> = self.nodes.iter().filter(|n| !n.stays_down).collect();
+        // A group settles among the members of its last configuration: a node removed from it
+        // no longer takes part.
         let views: Vec<Vec<View>> = (0..self.histories.len())
-            .map(|g| live.iter().map(|n| n.groups[g].view()).collect())
+            .map(|g| {
+                let members = self.final_members(g);
+                live.iter()
+                    .filter(|n| members.contains(&n.id))
+                    .map(|n| n.groups[g].view())
+                    .collect()
+            })
             .collect();
         let agreed =
             !live.is_empty() && live.iter().all(|n| n.up) && views.iter().all(|v| P::settled(v));

@@ -238,6 +238,7 @@ impl<P: Hosted> World<P> {
             match token {
                 Token::Client(c, conn) => self.client_reply(i, (c, conn), result),
                 Token::Kv(to, b) => self.kv_reply(i, to, b, result),
+                Token::Reconfig(g, ask) => self.reconfig_reply(g, ask, &result),
             }
         }
         for (peer, why) in out.resets.drain(..) {
@@ -282,6 +283,19 @@ impl<P: Hosted> World<P> {
                         snapshot.at.slot
                     )
                 });
+            }
+            Observed::Membership { group, membership } => {
+                let g = group as usize;
+                let leading = self.nodes[i].groups[g].role == Role::Leading;
+                if leading && membership.pending.len() > 1 {
+                    let versions = membership.versions();
+                    self.histories[g].violate(
+                        Checker::Config,
+                        now,
+                        format!("n{id} leads with configurations {versions:x?} in force: more than one change in flight"),
+                    );
+                }
+                self.tracef(|| format!("n{id} g{group} membership {membership:?}"));
             }
             Observed::View { group, view: v } => {
                 let g = group as usize;
@@ -362,18 +376,34 @@ impl<P: Hosted> World<P> {
                 .count();
             return holders >= k;
         }
-        let holders = self
-            .nodes
-            .iter()
-            .filter(|n| n.groups[g].durable.holds(at, id) || lost_since(&n.groups[g]))
-            .count();
-        holders >= synod_core::quorum::majority(self.nodes.len())
+        // A majority of the voters of the configuration in force before this slot, and of the
+        // slot's own configuration when it is a change (reconfig.rs).
+        let ledger = &self.ledgers[g];
+        let held = |voters: &[synod_core::NodeId]| {
+            let holders = voters
+                .iter()
+                .filter(|&&v| {
+                    let m = &self.nodes[v as usize - 1].groups[g];
+                    m.durable.holds(at, id) || lost_since(m)
+                })
+                .count();
+            holders >= synod_core::quorum::majority(voters.len())
+        };
+        held(&ledger.before(at.slot).voters)
+            && ledger
+                .submitted
+                .get(&id)
+                .is_none_or(|(voters, _)| held(voters))
     }
 
     fn on_apply(&mut self, i: usize, g: usize, at: Position, cmd: u64) {
         let id = self.nodes[i].id;
         let now = self.now;
         let durable_quorum = self.durable_quorum(i, g, at, cmd);
+        if let Some(c) = self.ledgers[g].delivered(at.slot, at.tag, cmd) {
+            let c = format!("{c:?}");
+            self.tracef(|| format!("g{g} configuration {c} delivered at slot {}", at.slot));
+        }
         let inc = self.nodes[i].incarnation;
         self.histories[g].delivered(now, id, inc, at.slot, at.tag, cmd, durable_quorum);
         if let Some(x) = &mut self.cross {

@@ -37,13 +37,20 @@ impl<P: Hosted> World<P> {
         let deadline = self.now + 2 * self.cfg.liveness_bound_us.max(2_000_000);
         // Every replica must reach the whole history: what was delivered before the restart, and
         // what the machines' resent messages to other groups add after it.
+        // (Of the members of each group's last configuration: a removed node keeps what it had.)
+        let members: Vec<Vec<synod_core::NodeId>> = (0..self.histories.len())
+            .map(|g| self.final_members(g))
+            .collect();
         let recovered = |w: &Self| {
             w.nodes.iter().all(|n| {
                 n.groups
                     .iter()
                     .zip(&expected)
                     .zip(&w.histories)
-                    .all(|((m, &e), h)| m.applied_count() >= e.max(h.max_slot()))
+                    .zip(&members)
+                    .all(|(((m, &e), h), ms)| {
+                        !ms.contains(&n.id) || m.applied_count() >= e.max(h.max_slot())
+                    })
             })
         };
         if !recovered(self) {
@@ -52,9 +59,11 @@ impl<P: Hosted> World<P> {
         let now = self.now;
         for i in 0..self.nodes.len() {
             let id = self.nodes[i].id;
-            for g in 0..self.histories.len() {
-                let ids = self.nodes[i].groups[g].ids();
-                self.histories[g].recovered(now, id, &ids);
+            for (g, ms) in members.iter().enumerate() {
+                if ms.contains(&id) {
+                    let ids = self.nodes[i].groups[g].ids();
+                    self.histories[g].recovered(now, id, &ids);
+                }
             }
         }
     }

@@ -57,6 +57,8 @@ pub struct Node {
     pub inc: u32,
     /// Commands delivered in this incarnation (slot, id), and restores.
     pub applied: Vec<(u64, u64)>,
+    /// The events of this incarnation.
+    pub events: Vec<Event>,
 }
 
 struct Packet {
@@ -81,6 +83,7 @@ struct Io<'a> {
     members: Vec<NodeId>,
     disk: &'a mut Vec<Persist<Entry, Hard>>,
     applied: &'a mut Vec<(u64, u64)>,
+    events: &'a mut Vec<Event>,
     queue: &'a mut VecDeque<Packet>,
     trace: &'a mut Vec<Trace>,
 }
@@ -103,7 +106,9 @@ impl Env<Zab> for Io<'_> {
             Apply::Restore(s) => self.applied.push((s.at.slot, 0)),
         }
     }
-    fn event(&mut self, _: Event) {}
+    fn event(&mut self, e: Event) {
+        self.events.push(e);
+    }
     fn transmit(&mut self, e: Envelope<Msg>) {
         let to: Vec<NodeId> = match e.to {
             Dest::One(p) => vec![p],
@@ -149,6 +154,7 @@ impl Net {
                     stalled: false,
                     inc: 0,
                     applied: Vec::new(),
+                    events: Vec::new(),
                 })
                 .collect(),
             queue: VecDeque::new(),
@@ -190,6 +196,7 @@ impl Net {
         assert!(n.replica.is_none());
         n.inc += 1;
         n.applied.clear();
+        n.events.clear();
         let mut durable = n.durable.clone();
         durable.lost = lost;
         let seed = (id as u64) << 32 | n.inc as u64;
@@ -250,6 +257,7 @@ impl Net {
             members,
             disk: &mut n.disk,
             applied: &mut n.applied,
+            events: &mut n.events,
             queue: &mut self.queue,
             trace: &mut self.trace,
         };
