@@ -107,9 +107,11 @@ class ZooKeeper:
 class Synod:
     """Three synod servers (not started): cluster k of the test run."""
 
-    def __init__(self, workdir, k, protocol, n=3, tls=None):
-        """`tls`: a directory made by `synod certs dev` (else the cluster runs insecure)."""
+    def __init__(self, workdir, k, protocol, n=3, tls=None, extra=""):
+        """`tls`: a directory made by `synod certs dev` (else the cluster runs insecure);
+        `extra`: more top-level configuration keys (TOML lines)."""
         self.n = n
+        self.extra = extra
         self.tls = tls
         self.protocol = protocol
         self.base = BASE + 10 + 20 * k
@@ -136,12 +138,12 @@ class Synod:
         with open(path, "w") as f:
             f.write(
                 'cluster_id = "ops-%s"\nnode_id = %d\nprotocol = "%s"\n'
-                'client_addr = "127.0.0.1:%d"\nadmin_addr = "%s"\ndata_dir = "%s"\nlog_level = "info"\n%s'
+                'client_addr = "127.0.0.1:%d"\nadmin_addr = "%s"\ndata_dir = "%s"\nlog_level = "info"\n%s%s'
                 "[zab]\ntick_ms = 10\nheartbeat_ms = 50\nfollower_timeout_ms = 500\n"
                 "leader_timeout_ms = 500\ndiscovery_timeout_ms = 1000\n"
                 '[zookeeper]\nsuper_digest = "%s"\n[peers]\n%s'
                 % (self.protocol, i, self.protocol, self.client_port(i), self.admin(i), self.data_dir(i),
-                   self.security(i), SUPER_DIGEST, peers))
+                   self.extra, self.security(i), SUPER_DIGEST, peers))
         return path
 
     def security(self, i):

@@ -98,6 +98,8 @@ pub trait GroupRunner: Send {
     fn applied(&self) -> (Position, u64);
     /// The slot of the last snapshot taken or installed.
     fn snapshot_slot(&self) -> u64;
+    /// The configurations in force (`Protocol::membership`).
+    fn membership(&self) -> Option<Membership>;
     /// The core's own readings (`Protocol::gauges`).
     fn gauges(&self) -> Vec<(&'static str, f64)>;
     fn protocol(&self) -> &str;
@@ -256,6 +258,10 @@ impl<P: Hosted> GroupRunner for Group<P> {
 
     fn submit(&mut self, now: TimeUs, batch: Vec<Command>, cx: &mut Cx) {
         self.drive(cx, |r, env| r.submit(now, batch, env));
+    }
+
+    fn membership(&self) -> Option<Membership> {
+        self.replica.core().membership()
     }
 
     fn reconfigure(&mut self, now: TimeUs, command: Command, change: Change, cx: &mut Cx) {

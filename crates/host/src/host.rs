@@ -106,6 +106,30 @@ pub struct GroupStatus {
     pub pending_requests: usize,
     pub queued: usize,
     pub outbox_held: usize,
+    /// The configurations in force (docs/membership.md), for a family that changes them
+    /// online: the committed one's version, voters and learners, and the versions pending.
+    pub config: Option<ConfigStatus>,
+}
+
+/// A group's configurations in force, as `/v1/status` and `synod member list` show them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConfigStatus {
+    pub version: u64,
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    /// Configurations logged and not yet known committed here, by version.
+    pub pending: Vec<u64>,
+}
+
+impl From<&synod_core::Membership> for ConfigStatus {
+    fn from(m: &synod_core::Membership) -> Self {
+        ConfigStatus {
+            version: m.committed.version,
+            voters: m.committed.voters.clone(),
+            learners: m.committed.learners.clone(),
+            pending: m.pending.iter().map(|c| c.version).collect(),
+        }
+    }
 }
 
 /// A client waiting for its command.
@@ -717,6 +741,7 @@ impl<T> Host<T> {
                     pending_requests: s.waiters.len(),
                     queued: s.queue.len(),
                     outbox_held: s.runner.held(),
+                    config: s.runner.membership().as_ref().map(ConfigStatus::from),
                 }
             })
             .collect()

@@ -37,7 +37,7 @@ pub mod register;
 pub mod telemetry;
 
 pub use group::{Group, GroupParts, GroupRunner, Hosted, SharedMachine};
-pub use host::{GroupStatus, Host, HostBug, HostConfig};
+pub use host::{ConfigStatus, GroupStatus, Host, HostBug, HostConfig};
 pub use output::{
     Applied, Observed, Outputs, PeerKind, SnapshotJob, SubmitError, SubmitResult, Transmit,
 };

@@ -54,6 +54,11 @@ pub fn router(state: Arc<AdminState>) -> Router {
             "/v1/backup",
             axum::routing::post(crate::admin_backup::backup),
         )
+        .route("/v1/members/:group", get(crate::admin_members::list))
+        .route(
+            "/v1/members/:group/:action/:node",
+            axum::routing::post(crate::admin_members::change),
+        )
         .route("/v1/kv/*key", get(kv_get).put(kv_put).delete(kv_delete))
         .route(
             "/v1/groups/:group/kv/:key",

@@ -44,6 +44,8 @@ struct Spec<'a> {
     id: GroupId,
     protocol: &'a str,
     members: Vec<NodeId>,
+    /// Members that never vote (observers), at the group's birth.
+    learners: Vec<NodeId>,
     machine_kind: &'static str,
     /// Zab's tie-break among equal histories: a bucket group prefers a different replica
     /// for each bucket so that masters spread over the nodes.
@@ -58,10 +60,14 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
     let zxids = |p: &str| {
         crate::protocol::zxids(p).ok_or_else(|| anyhow!("'{p}' is not a protocol of this server"))
     };
+    let mut observers = cfg.observers.clone();
+    observers.sort_unstable();
+    observers.dedup();
     let zk = Spec {
         id: 0,
         protocol: &cfg.protocol,
-        members: all.clone(),
+        members: cfg.zookeeper_voters()?,
+        learners: observers,
         machine_kind: "zookeeper",
         preferred: None,
     };
@@ -93,6 +99,7 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
             id: g.id,
             protocol,
             members,
+            learners: Vec::new(),
             machine_kind: "register",
             preferred: None,
         };
@@ -117,6 +124,7 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
                 protocol,
                 preferred: Some(members[b as usize % members.len()]),
                 members,
+                learners: Vec::new(),
                 machine_kind: "kv",
             };
             let ops = recovery.groups.remove(&id).unwrap_or_default();
@@ -243,7 +251,7 @@ where
         log_records = durable.records.len(),
         "recovered from the data directory"
     );
-    let cluster = Cluster::new(cfg.node_id, spec.members.clone());
+    let cluster = Cluster::with_learners(cfg.node_id, spec.members.clone(), spec.learners.clone());
     let core = P::restore(cluster, options, durable, rand::random());
     let (view_tx, view_rx) = watch::channel(core.view());
     let machine = Arc::new(Mutex::new(machine));
@@ -253,7 +261,7 @@ where
         me: cfg.node_id,
         protocol: protocol.to_string(),
         machine_kind: spec.machine_kind.to_string(),
-        members: spec.members.clone(),
+        members: spec.members.iter().chain(&spec.learners).copied().collect(),
         core,
         machine: shared,
         snapshot_every: cfg.snapshot_every,

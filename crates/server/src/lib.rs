@@ -17,6 +17,7 @@
 
 pub mod admin;
 mod admin_backup;
+mod admin_members;
 pub mod build;
 pub mod config;
 pub mod front;

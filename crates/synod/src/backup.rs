@@ -114,7 +114,7 @@ fn describe(h: &Header, bytes: usize) -> String {
 
 /// TLS to the admin port: the cluster CA, and a client certificate (the admin port serves
 /// backups only to clients of the cluster CA).
-fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustls::ClientConfig>> {
+pub(crate) fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustls::ClientConfig>> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
@@ -141,9 +141,10 @@ fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustls::ClientCo
     Ok(Arc::new(cfg))
 }
 
-/// One HTTP/1.1 `POST` with an empty body (over TLS when `tls` is given); the response's status
-/// and body (at most `max` bytes, by its Content-Length).
-fn post(
+/// One HTTP/1.1 request (`GET` or `POST`) with an empty body (over TLS when `tls` is given);
+/// the response's status and body (at most `max` bytes, by its Content-Length).
+pub(crate) fn http(
+    method: &str,
     addr: &str,
     path: &str,
     max: u64,
@@ -160,7 +161,7 @@ fn post(
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     match tls {
-        None => exchange(s, addr, path, max),
+        None => exchange(s, method, addr, path, max),
         Some(cfg) => {
             let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
             let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -168,15 +169,21 @@ fn post(
                 .map_err(|_| anyhow!("{addr}: '{host}' is not a server name"))?;
             let conn = rustls::ClientConnection::new(cfg.clone(), name)
                 .with_context(|| format!("{addr}: TLS"))?;
-            exchange(rustls::StreamOwned::new(conn, s), addr, path, max)
+            exchange(rustls::StreamOwned::new(conn, s), method, addr, path, max)
         }
     }
 }
 
-fn exchange<S: Read + Write>(mut s: S, addr: &str, path: &str, max: u64) -> Result<(u16, Bytes)> {
+fn exchange<S: Read + Write>(
+    mut s: S,
+    method: &str,
+    addr: &str,
+    path: &str,
+    max: u64,
+) -> Result<(u16, Bytes)> {
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .and_then(|_| s.flush())
     .with_context(|| format!("{addr}: sending the request"))?;
@@ -210,12 +217,12 @@ fn exchange<S: Read + Write>(mut s: S, addr: &str, path: &str, max: u64) -> Resu
         bail!("{addr}: the response has no Content-Length");
     };
     if len > max {
-        bail!("{addr}: the backup is {len} bytes, more than --max-bytes {max}");
+        bail!("{addr}: the response is {len} bytes, more than the {max} accepted");
     }
     let mut body = Vec::with_capacity(len.min(1 << 30) as usize);
     s.take(len)
         .read_to_end(&mut body)
-        .with_context(|| format!("{addr}: reading the backup"))?;
+        .with_context(|| format!("{addr}: reading the response"))?;
     if body.len() as u64 != len {
         bail!(
             "{addr}: the response ended after {} of {len} bytes",
@@ -233,7 +240,14 @@ pub fn run_backup(a: BackupArgs) -> Result<()> {
     };
     let mut last = None;
     for addr in a.admin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        match post(addr, "/v1/backup", a.max_bytes, timeout, tls.as_ref()) {
+        match http(
+            "POST",
+            addr,
+            "/v1/backup",
+            a.max_bytes,
+            timeout,
+            tls.as_ref(),
+        ) {
             Ok((200, file)) => {
                 let b = backup::decode(&file)
                     .map_err(|e| anyhow!("{addr} sent a backup that does not check: {e}"))?;

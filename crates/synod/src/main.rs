@@ -9,6 +9,7 @@ mod cli;
 mod dev;
 mod experiment;
 mod kv_cli;
+mod member;
 mod procs;
 mod restore;
 mod server;
@@ -53,6 +54,8 @@ enum Command {
     Restore(backup::RestoreArgs),
     /// Read an Apache ZooKeeper data directory into a backup file (or a node's data directory).
     Import(backup::ImportArgs),
+    /// A group's configuration: list, add (as voter or learner), promote, demote, remove.
+    Member(member::MemberArgs),
     /// Make TLS certificates: the cluster CA, node and client certificates.
     Certs(certs::CertsArgs),
     /// Print ZooKeeper's digest identity of `user:password` (for `[zookeeper] super_digest`
@@ -71,6 +74,13 @@ fn main() {
             0
         }
         Command::Certs(args) => report("certs", certs::run(args)),
+        Command::Member(args) => match member::run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("synod member: {e:#}");
+                1
+            }
+        },
         Command::Backup(args) => report("backup", backup::run_backup(args)),
         Command::Restore(args) => report("restore", backup::run_restore(args)),
         Command::Import(args) => report("import", backup::run_import(args)),

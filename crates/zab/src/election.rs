@@ -312,6 +312,25 @@ impl Zab {
         }
     }
 
+    /// The configurations in force may have changed during the election (a peer reported one
+    /// committed: reconfig.rs): a vote the votes already received now make a quorum for decides
+    /// after the finalize wait, as if the last of them had just arrived. Without it a replica
+    /// left the only voter, hearing no other vote, would wait forever (sim seed 642 at N = 3).
+    pub(crate) fn recheck_votes(&mut self) {
+        if self.suspended_until_above.is_some() || self.recovering() || !self.is_voter() {
+            return;
+        }
+        let membership = self.membership();
+        let wait = self.opts.finalize_wait_us;
+        let now = self.now;
+        let Phase::Looking(el) = &mut self.phase else {
+            return;
+        };
+        if el.decide_at.is_none() && membership.is_quorum(|p| el.recv.get(&p) == Some(&el.vote)) {
+            el.decide_at = Some(now + wait);
+        }
+    }
+
     /// The vote has held a quorum for the finalize wait: follow or lead.
     pub fn decide(&mut self, out: &mut ZabActions) {
         let Phase::Looking(el) = &self.phase else {

@@ -19,6 +19,7 @@ impl Zab {
                 if el.decide_at.is_some_and(|t| now >= t) {
                     self.decide(out);
                 } else if now >= el.next_send {
+                    self.recheck_votes();
                     self.broadcast_vote(out);
                 }
             }

@@ -14,6 +14,7 @@ pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
 mod kv;
 mod link;
+mod members;
 mod peer_addr;
 mod tls;
 mod zookeeper;
@@ -38,6 +39,11 @@ pub struct Config {
     /// Peer address of every member, this one included: `{ "1" = "127.0.0.1:2881", … }`. A
     /// host may be a DNS name, resolved at each connection attempt.
     pub peers: BTreeMap<String, PeerAddr>,
+    /// Peers that follow the ZooKeeper group (group 0) as observers (learners): they receive
+    /// every change and serve clients, and never vote (docs/membership.md). `synod member
+    /// promote` makes one a voter. Only with `protocol = "zab"`.
+    #[serde(default)]
+    pub observers: Vec<NodeId>,
     /// Where this replica listens for peers (defaults to its entry in `peers`).
     #[serde(default)]
     pub peer_addr: Option<SocketAddr>,
@@ -305,8 +311,8 @@ impl Config {
         if self.secure_client_addr.is_some() && self.tls.is_none() {
             bail!("config key secure_client_addr: needs a [tls] section");
         }
-        let members_n = self.peers.len();
-        check_protocol("protocol", &self.protocol, members_n)?;
+        self.check_observers()?;
+        check_protocol("protocol", &self.protocol, self.zookeeper_voters()?.len())?;
         if !matches!(
             self.debug_bug.as_str(),
             "" | "stale-sync" | "kv-skip-read-validation" | "kv-reset-on-delete"

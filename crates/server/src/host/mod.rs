@@ -40,6 +40,13 @@ pub enum HostInput {
         payload: Bytes,
         reply: oneshot::Sender<SubmitResult>,
     },
+    /// A configuration change (docs/membership.md), answered once delivered here.
+    Reconfigure {
+        group: GroupId,
+        payload: Bytes,
+        change: synod_core::Change,
+        reply: oneshot::Sender<SubmitResult>,
+    },
     SnapshotDone {
         group: GroupId,
         snapshot: Snapshot,
@@ -107,6 +114,22 @@ impl GroupHandle {
             .await
             .map_err(|_| SubmitError::ShuttingDown)?;
         Ok(rx)
+    }
+
+    /// Ask the group to change its configuration; the result comes once the change is
+    /// delivered here, or at once with the core's refusal (`SubmitError::Config`).
+    pub async fn reconfigure(&self, payload: Bytes, change: synod_core::Change) -> SubmitResult {
+        let (reply, rx) = oneshot::channel();
+        let input = HostInput::Reconfigure {
+            group: self.group,
+            payload,
+            change,
+            reply,
+        };
+        if self.tx.send(input).await.is_err() {
+            return Err(SubmitError::ShuttingDown);
+        }
+        rx.await.unwrap_or(Err(SubmitError::ShuttingDown))
     }
 
     /// The view as last published.
@@ -390,6 +413,14 @@ impl Driver {
                 reply,
             } => {
                 let _ = self.host.submit(now, group, payload, reply);
+            }
+            HostInput::Reconfigure {
+                group,
+                payload,
+                change,
+                reply,
+            } => {
+                let _ = self.host.reconfigure(now, group, payload, change, reply);
             }
             HostInput::SnapshotDone { group, snapshot } => {
                 self.last_snapshot_at.insert(group, Instant::now());
