@@ -2,7 +2,9 @@
 `synod restore` between synod clusters. Real processes: a standalone ZooKeeper 3.8 from Debian's
 package, and three-node synod clusters seeded by `synod restore`.
 
-Ports: 31400-31499 and 41400-41499 (ZooKeeper on 31400; synod cluster k on 31410 + 20k).
+Ports: 31400-31499 and 30400-30499 (ZooKeeper on 31400; synod cluster k on 31410 + 20k, its
+peers on 30410 + 20k): below Linux's ephemeral range (32768-60999), where a client's outgoing
+connection could hold a listener's port.
 """
 
 import os
@@ -115,7 +117,7 @@ class Synod:
         self.tls = tls
         self.protocol = protocol
         self.base = BASE + 10 + 20 * k
-        self.peer_base = BASE + 10000 + 10 + 20 * k
+        self.peer_base = BASE - 1000 + 10 + 20 * k
         self.dir = os.path.join(workdir, "synod%d-%s" % (k, protocol))
         os.makedirs(self.dir, exist_ok=True)
         self.procs = {}
