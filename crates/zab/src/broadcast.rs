@@ -444,6 +444,10 @@ impl Zab {
                 command: e.command.clone(),
             });
             self.applied += 1;
+            if let Some(c) = e.config.clone() {
+                // Delivered, so committed: the hard state keeps it (reconfig.rs).
+                self.log.config_committed(&c, &mut out.persist);
+            }
         }
     }
 

@@ -24,10 +24,11 @@ pub struct Log {
     /// The longest prefix of the in-memory log known to be durable.
     durable: Point,
     durable_seq: u64,
-    /// The configuration the group was born with (the static member list).
-    initial: Arc<Config>,
-    /// The configuration in force at `base`: the hard state's, else `initial`.
-    base_config: Arc<Config>,
+    /// The newest configuration known committed, durable in the hard state (else `initial`):
+    /// written when a change is delivered, when compaction drops one, and before a snapshot
+    /// from the leader replaces the log, so that a restart never forgets that a change was
+    /// committed (sim seed 1807 at N = 3).
+    committed_config: Arc<Config>,
     /// The reconfiguration entries of `entries`, by slot.
     configs: VecDeque<(u64, Arc<Config>)>,
 }
@@ -39,11 +40,7 @@ impl Log {
             .iter()
             .filter_map(|e| e.config.clone().map(|c| (e.slot, c)))
             .collect();
-        let base_config = durable
-            .hard
-            .config
-            .clone()
-            .unwrap_or_else(|| initial.clone());
+        let committed_config = durable.hard.config.clone().unwrap_or(initial);
         let base = Point::from_position(durable.log_base);
         assert!(
             entries
@@ -63,8 +60,7 @@ impl Log {
             pending: VecDeque::new(),
             durable: last,
             durable_seq: 0,
-            initial,
-            base_config,
+            committed_config,
             configs,
         }
     }
@@ -78,7 +74,7 @@ impl Log {
     /// after it are pending. A configuration the hard state knows as committed is never
     /// overruled by an older one still in the log.
     pub fn membership(&self, applied: u64) -> Membership {
-        let mut committed = &self.base_config;
+        let mut committed = &self.committed_config;
         for (slot, c) in &self.configs {
             if *slot <= applied && c.version > committed.version {
                 committed = c;
@@ -97,9 +93,24 @@ impl Log {
         }
     }
 
-    /// The configuration in force at `slot` (which is the base or in the log).
+    /// The configuration in force at `slot` (which is the base or in the log), or a later one
+    /// known committed.
     pub fn config_at(&self, slot: u64) -> Arc<Config> {
         self.membership(slot).committed
+    }
+
+    /// `config` is known committed: make it durable in the hard state if it is newer than the
+    /// one there.
+    pub fn config_committed(&mut self, config: &Arc<Config>, ops: &mut Ops) {
+        if config.version <= self.committed_config.version {
+            return;
+        }
+        self.committed_config = config.clone();
+        let hard = Hard {
+            config: Some(config.clone()),
+            ..self.hard.clone()
+        };
+        self.set_hard(hard, ops);
     }
 
     /// The slot of the reconfiguration entry of the log whose configuration has `version`.
@@ -262,14 +273,9 @@ impl Log {
         ops: &mut Ops,
     ) -> u64 {
         let at = Point::from_position(snapshot.at);
-        if config != self.hard.config {
-            let hard = Hard {
-                config: config.clone(),
-                ..self.hard.clone()
-            };
-            self.set_hard(hard, ops);
+        if let Some(c) = &config {
+            self.config_committed(c, ops);
         }
-        self.base_config = config.unwrap_or_else(|| self.initial.clone());
         self.configs.clear();
         self.entries.clear();
         self.base = at;
@@ -311,12 +317,7 @@ impl Log {
             dropped = self.configs.pop_front().map(|(_, c)| c);
         }
         if let Some(c) = dropped {
-            let hard = Hard {
-                config: Some(c.clone()),
-                ..self.hard.clone()
-            };
-            self.set_hard(hard, ops);
-            self.base_config = c;
+            self.config_committed(&c, ops);
         }
         self.entries
             .drain(..(drop_through.slot - self.base.slot) as usize);

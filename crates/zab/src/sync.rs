@@ -349,6 +349,13 @@ impl Zab {
             );
         }
         self.deliver(history, out);
+        // Establishment may commit a configuration change (one of the history): act on it as
+        // a commit by L2 would (reconfig.rs; sim seed 1542 at N = 3, a leader left leading a
+        // group that no longer named it a voter).
+        self.after_commit_config(out);
+        if !matches!(self.phase, Phase::Leading(_)) {
+            return;
+        }
         self.propose_queued(out);
         self.advance_commit(out);
     }
