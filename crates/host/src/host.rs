@@ -477,21 +477,10 @@ impl<T> Host<T> {
         change: synod_core::Change,
         token: T,
     ) -> Result<u64, SubmitError> {
+        // Queued as a submission (the same refusals), then taken out and handed over alone.
+        let id = self.submit(now, group, payload, token)?;
         let now = self.clock(now);
-        if self.shutting_down {
-            self.out
-                .replies
-                .push((token, Err(SubmitError::ShuttingDown)));
-            return Err(SubmitError::ShuttingDown);
-        }
-        if !self.groups.contains_key(&group) {
-            self.out
-                .replies
-                .push((token, Err(SubmitError::NoSuchGroup)));
-            return Err(SubmitError::NoSuchGroup);
-        }
-        let id = self.enqueue(group, payload, Some(token), now)?;
-        let slot = self.groups.get_mut(&group).expect("checked above");
+        let slot = self.groups.get_mut(&group).expect("submit found the group");
         let command = slot.queue.pop_back().expect("just queued");
         debug_assert_eq!(command.id, id);
         self.step(group, now, |r, cx| r.reconfigure(now, command, change, cx));

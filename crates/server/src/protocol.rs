@@ -411,11 +411,12 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use synod_mencius::Mencius;
 
-    fn load(extra: &[&str]) -> Result<Config> {
+    /// A three-peer configuration with these keys added (shared by the config tests).
+    pub(crate) fn load(extra: &[&str]) -> Result<Config> {
         let base = [
             "cluster_id=test",
             "node_id=1",

@@ -575,10 +575,14 @@ impl Zab {
 
     /// Tell the driver when the configurations in force changed.
     fn report_membership(&mut self, out: &mut ZabActions) {
+        // Every step: compare without allocating, report only a change.
         let m = self.membership();
-        let versions = m.versions();
-        if versions != self.reported {
-            self.reported = versions;
+        if !m
+            .configs()
+            .map(|c| c.version)
+            .eq(self.reported.iter().copied())
+        {
+            self.reported = m.versions();
             out.events.push(Event::Membership(m));
         }
     }

@@ -42,22 +42,7 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn load(extra: &[&str]) -> Result<Config> {
-        let base = [
-            "cluster_id=test",
-            "node_id=1",
-            "peers.1=\"127.0.0.1:2881\"",
-            "peers.2=\"127.0.0.1:2882\"",
-            "peers.3=\"127.0.0.1:2883\"",
-            "admin_addr=\"127.0.0.1:9181\"",
-            "data_dir=/tmp/x",
-            "insecure=true",
-        ];
-        let o: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
-        Config::load(None, &o)
-    }
+    use crate::protocol::tests::load;
 
     #[test]
     fn observers_are_peers_leave_a_voter_and_need_zab() {
