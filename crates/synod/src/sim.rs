@@ -106,7 +106,9 @@ pub struct SimArgs {
     stay_down: usize,
     /// Run an experiment instead of a sweep: `pft` (the PFT thesis's batching, catch-up,
     /// view-change and Paxos-against-Zab figures, docs/results/pft.md), `mencius` (the Mencius
-    /// report's WAN figures against Paxos, docs/results/mencius.md) or `thesis` (the thesis's failure-free comparison of
+    /// report's WAN figures against Paxos, docs/results/mencius.md), `membership` (SconeKV's
+    /// elastic membership, PRIME against one replicated group, at 200 and 1,000 nodes,
+    /// docs/results/membership-scale.md) or `thesis` (the thesis's failure-free comparison of
     /// the Zab family; writes docs/results/thesis.md).
     #[arg(long)]
     experiment: Option<String>,
@@ -143,8 +145,13 @@ pub struct SimArgs {
     /// nodes with the CPU cost model (synod_kv::sim::scaling); prints a table.
     #[arg(long, requires = "kv")]
     scaling: bool,
-    /// With --scaling: also write the markdown section to this file.
-    #[arg(long, requires = "scaling")]
+    /// With --kv: the elastic experiment instead of a sweep: nodes join a running store one
+    /// at a time (3 → 24) and leave again, under transactions, with the CPU cost model
+    /// (synod_kv::sim::elastic); prints a table.
+    #[arg(long, requires = "kv")]
+    elastic: bool,
+    /// With --scaling or --elastic: also write the markdown document to this file.
+    #[arg(long)]
     out: Option<String>,
 }
 
@@ -201,8 +208,12 @@ pub fn run(args: SimArgs) -> Result<i32> {
             crate::experiment::mencius::mencius_experiment(args.quick, threads)?;
             return Ok(0);
         }
+        if e == "membership" {
+            crate::experiment::membership::membership_experiment(args.quick)?;
+            return Ok(0);
+        }
         if e != "thesis" {
-            bail!("unknown experiment '{e}' (known: thesis, pft, mencius)");
+            bail!("unknown experiment '{e}' (known: thesis, pft, mencius, membership)");
         }
         let threads = args
             .threads
@@ -476,6 +487,9 @@ mod kv {
         if a.scaling {
             return scaling(a);
         }
+        if a.elastic {
+            return elastic(a);
+        }
         let mut app = synod_sim::KvApp::default();
         if !(1..=64).contains(&a.buckets) {
             bail!("--buckets must be between 1 and 64");
@@ -593,6 +607,29 @@ mod kv {
             );
         }
         Ok(if failing.is_empty() { 0 } else { 1 })
+    }
+
+    /// `synod sim --kv --elastic [--out FILE]`.
+    fn elastic(a: &SimArgs) -> Result<i32> {
+        use synod_kv::sim::{elastic, scaling};
+        let cfg = elastic::ElasticCfg::default();
+        let started = Instant::now();
+        let run = elastic::run(&cfg);
+        let mut fixed_cfg = cfg.base.clone();
+        fixed_cfg.cost.nodes = cfg.max_nodes;
+        let fixed = scaling::point(cfg.buckets, &fixed_cfg).txns_per_s;
+        let md = elastic::markdown(
+            &run,
+            &cfg,
+            fixed,
+            "synod sim --kv --elastic --out docs/results/sconekv-elastic.md",
+        );
+        println!("{md}\n({:.1} s wall)", started.elapsed().as_secs_f64());
+        if let Some(path) = &a.out {
+            std::fs::write(path, md).with_context(|| format!("writing {path}"))?;
+            println!("wrote {path}");
+        }
+        Ok(0)
     }
 
     /// `synod sim --kv --scaling [--out FILE]`.

@@ -46,6 +46,12 @@ pub struct CostCfg {
     pub read_us: u64,
     /// One way between two nodes of a bucket.
     pub hop_us: u64,
+    /// Each bucket's nodes, its master first, when they follow a changing view
+    /// ([`super::elastic`]); `None`: the fixed layout above.
+    pub placement: Option<Vec<Vec<u32>>>,
+    /// Nodes catching up a bucket as learners (they apply its commands but do not count
+    /// towards its majority): `(bucket, node)`.
+    pub learners: Vec<(u32, u32)>,
 }
 
 impl Default for CostCfg {
@@ -58,6 +64,8 @@ impl Default for CostCfg {
             replicate_us: 10,
             read_us: 10,
             hop_us: 100,
+            placement: None,
+            learners: Vec::new(),
         }
     }
 }
@@ -65,6 +73,9 @@ impl Default for CostCfg {
 impl CostCfg {
     /// The nodes of `bucket`, its master first.
     pub fn replicas_of(&self, bucket: u32) -> Vec<u32> {
+        if let Some(p) = &self.placement {
+            return p[bucket as usize].clone();
+        }
         (0..self.replicas)
             .map(|i| (self.replicas * bucket + i) % self.nodes)
             .collect()
@@ -72,6 +83,9 @@ impl CostCfg {
 
     /// The node of `bucket`'s master.
     pub fn master_of(&self, bucket: u32) -> u32 {
+        if let Some(p) = &self.placement {
+            return p[bucket as usize][0];
+        }
         (self.replicas * bucket) % self.nodes
     }
 }
@@ -100,7 +114,7 @@ impl Cpu {
     }
 
     /// Queue `cost` on `node` from `at`: when it is done.
-    fn run(&mut self, node: u32, at: u64, cost: u64) -> u64 {
+    pub(super) fn run(&mut self, node: u32, at: u64, cost: u64) -> u64 {
         let n = node as usize;
         let done = self.free_at[n].max(at) + cost;
         self.free_at[n] = done;
@@ -134,8 +148,15 @@ impl World {
         let nodes = c.replicas_of(bucket);
         let followers = &nodes[1..];
         let now = self.now;
+        let learners: Vec<u32> = c
+            .learners
+            .iter()
+            .filter(|(b, _)| *b == bucket)
+            .map(|(_, l)| *l)
+            .collect();
         let start = cpu.free_at[nodes[0] as usize].max(now);
-        let sent = cpu.run(nodes[0], now, c.replicate_us * followers.len() as u64);
+        let fanout = (followers.len() + learners.len()) as u64;
+        let sent = cpu.run(nodes[0], now, c.replicate_us * fanout);
         let master_done = cpu.run(nodes[0], now, apply);
         cpu.master_us += master_done - start;
         let mut acks: Vec<u64> = followers
@@ -143,8 +164,12 @@ impl World {
             .map(|&f| cpu.run(f, sent + c.hop_us, apply) + c.hop_us)
             .collect();
         acks.sort_unstable();
+        // Learners catching up apply the command too, and count for nothing.
+        for l in learners {
+            cpu.run(l, sent + c.hop_us, apply);
+        }
         // A majority of the replicas, the master among them.
-        let need = (c.replicas as usize / 2 + 1).saturating_sub(1);
+        let need = (nodes.len() / 2 + 1).saturating_sub(1);
         let commit = match need {
             0 => master_done,
             k => master_done.max(acks[k.min(acks.len()) - 1]),

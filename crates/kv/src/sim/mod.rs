@@ -34,6 +34,7 @@
 pub mod check;
 pub mod clients;
 pub mod cost;
+pub mod elastic;
 pub mod env;
 pub mod history;
 pub mod master;

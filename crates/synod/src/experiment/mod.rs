@@ -2,6 +2,7 @@
 //! variants (zab.md §8) on its testbed, in the simulator, written to docs/results/thesis.md
 //! beside the thesis's own tables (`thesis_data`).
 
+pub mod membership;
 pub mod mencius;
 pub mod pft;
 mod render;
