@@ -371,14 +371,26 @@ impl<T> Host<T> {
             return;
         }
         self.telemetry.group_message(from);
-        if let Some(local) = self.groups.get(&msg.to) {
+        // A local replica that a change removed from the target group knows no leader of it any
+        // more: send to the members it last knew instead, as to a group not run here (sim
+        // `--kv --faults all,reconfig` seed 1: a two-phase commit waited forever on a message
+        // handed to a removed replica).
+        let removed_from = self.groups.get(&msg.to).and_then(|local| {
+            let m = local.runner.membership()?.members();
+            (!m.contains(&me)).then_some(m)
+        });
+        if let (Some(local), None) = (self.groups.get(&msg.to), &removed_from) {
             if self.cfg.bug == HostBug::DropRoutedAtFollower && local.view.leader != Some(me) {
                 return;
             }
             let _ = self.enqueue(msg.to, msg.payload, None, now);
             return;
         }
-        let Some(members) = self.cfg.routes.get(&msg.to).filter(|m| !m.is_empty()) else {
+        let members = match &removed_from {
+            Some(m) => Some(m),
+            None => self.cfg.routes.get(&msg.to),
+        };
+        let Some(members) = members.filter(|m| !m.is_empty()) else {
             warn!(
                 from,
                 to = msg.to,

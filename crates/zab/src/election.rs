@@ -192,6 +192,7 @@ impl Zab {
         let mut rebroadcast = false;
         let mut reply = false;
         let mut join = None;
+        let mut unheard = Vec::new();
         {
             let Phase::Looking(el) = &mut self.phase else {
                 unreachable!()
@@ -266,6 +267,16 @@ impl Zab {
                         Some(m) if m.latest().version > membership.latest().version => m,
                         _ => membership.clone(),
                     };
+                    // Members of the leader's newer configurations that ours does not name never
+                    // receive our notifications (the host sends them to our members): ask each
+                    // one not heard from yet, or a replica that needs their word (a recovering
+                    // one needs a quorum of others, sim seed 1729 at N = 5) waits forever.
+                    let ours = membership.members();
+                    unheard = trusted
+                        .members()
+                        .into_iter()
+                        .filter(|&p| p != me && !ours.contains(&p) && !el.settled.contains_key(&p))
+                        .collect();
                     if recovering {
                         // Recovery after lost state: only a fresh quorum of OTHER replicas that
                         // accepted the leader's epoch lets us follow it (recovery.rs).
@@ -292,6 +303,22 @@ impl Zab {
             self.suspended_until_above = None;
             self.start_following(leader, vouched, out);
             return;
+        }
+        if !unheard.is_empty() {
+            if let Phase::Looking(el) = &self.phase {
+                let abstain =
+                    self.suspended_until_above.is_some() || recovering || !voter;
+                let msg = Msg::Notification {
+                    round: self.round,
+                    vote: if abstain { Vote::default() } else { el.vote },
+                    state: PeerState::Looking,
+                    accepted: 0,
+                    configs: self.notified_configs(),
+                };
+                for p in unheard {
+                    self.send(out, p, msg.clone());
+                }
+            }
         }
         if rebroadcast {
             if let Phase::Looking(el) = &mut self.phase {

@@ -90,7 +90,7 @@ impl<P: Hosted> World<P> {
     pub(super) fn reconfigure(&mut self, f: &Fault) {
         let groups = self.histories.len();
         let g = f.factor as usize % groups;
-        if matches!(self.cfg.app, App::ZooKeeper(_) | App::Kv(_)) {
+        if matches!(self.cfg.app, App::ZooKeeper(_)) {
             self.tracef(|| "reconfig skipped: this app has no reconfiguration command".into());
             return;
         }
@@ -132,6 +132,13 @@ impl<P: Hosted> World<P> {
             App::Registers => RegisterCmd::Put {
                 key: format!("reconfig.{g}"),
                 value: Bytes::from(what.clone()),
+            }
+            .to_bytes(),
+            // A bucket's change carries a command its machine applies as nothing: an
+            // acknowledgement of no message from no bucket.
+            App::Kv(_) => synod_kv::Cmd::Ack {
+                from: u32::MAX,
+                upto: 0,
             }
             .to_bytes(),
             _ => self.payload.clone(),
