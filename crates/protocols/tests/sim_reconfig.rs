@@ -48,7 +48,14 @@ fn zab_with_configuration_changes_is_clean() {
 /// leader's newer configuration it has not heard from).
 #[test]
 fn regression_seeds() {
-    for (nodes, seed) in [(5, 270), (5, 693), (3, 642), (3, 1542), (3, 1807), (5, 1729)] {
+    for (nodes, seed) in [
+        (5, 270),
+        (5, 693),
+        (3, 642),
+        (3, 1542),
+        (3, 1807),
+        (5, 1729),
+    ] {
         let r = sweep("zab", &config(nodes), seed..seed + 1);
         assert_clean(&r);
     }

@@ -306,8 +306,7 @@ impl Zab {
         }
         if !unheard.is_empty() {
             if let Phase::Looking(el) = &self.phase {
-                let abstain =
-                    self.suspended_until_above.is_some() || recovering || !voter;
+                let abstain = self.suspended_until_above.is_some() || recovering || !voter;
                 let msg = Msg::Notification {
                     round: self.round,
                     vote: if abstain { Vote::default() } else { el.vote },

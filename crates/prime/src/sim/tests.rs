@@ -100,8 +100,17 @@ fn every_phase_settles_over_seeds_with_loss() {
 #[test]
 #[ignore]
 fn many_seeds() {
-    let env = |k: &str, d: f64| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
-    let (n, seeds, loss) = (env("N", 100.0) as usize, env("SEEDS", 20.0) as u64, env("LOSS", 0.0));
+    let env = |k: &str, d: f64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, seeds, loss) = (
+        env("N", 100.0) as usize,
+        env("SEEDS", 20.0) as u64,
+        env("LOSS", 0.0),
+    );
     let bad = sweep(n, 0..seeds, loss);
     assert!(bad.is_empty(), "{bad:#?}");
 }
