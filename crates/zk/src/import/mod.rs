@@ -217,6 +217,16 @@ pub fn import(data: &Path, logs: Option<&Path>) -> Result<Imported, ImportError>
             replayed += 1;
         }
     }
+    if let Some((r, p)) = dt.unresolved_acls().first() {
+        return Err(ImportError::new(
+            &snap_path,
+            0,
+            format!(
+                "node {p} names ACL {r}, which neither the snapshot's ACL cache nor any later \
+                 transaction defines"
+            ),
+        ));
+    }
     let dead_sessions = dt.kill_dead_sessions();
     let (state, nodes, sessions) = build(&dt);
     Ok(Imported {

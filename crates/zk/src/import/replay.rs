@@ -31,6 +31,12 @@ pub struct DataTree {
     pub zxid: i64,
     /// Transactions that failed when replayed (normal for the ones a fuzzy snapshot covers).
     pub failed: u64,
+    /// ZooKeeper's ACL cache as the replay rebuilds it (`ReferenceCountedACLCache`): each list's
+    /// reference, and the last reference handed out. A list not in the cache gets the next one.
+    acl_ids: HashMap<Vec<Acl>, i64>,
+    acl_index: i64,
+    /// Nodes of the snapshot naming a reference its cache lacked, by that reference.
+    awaiting: HashMap<i64, Vec<String>>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -50,9 +56,14 @@ impl DataTree {
         let mut t = DataTree {
             zxid,
             sessions: s.sessions.into_iter().collect(),
+            acl_index: s.acls.iter().map(|(k, _)| *k).max().unwrap_or(0),
+            acl_ids: s.acls.into_iter().map(|(k, l)| (l, k)).collect(),
             ..Default::default()
         };
         for n in s.nodes {
+            if let Some(r) = n.acl_ref {
+                t.awaiting.entry(r).or_default().push(n.path.clone());
+            }
             if n.path != "/" {
                 let name = path::name(&n.path).to_string();
                 match t.nodes.get_mut(parent(&n.path)) {
@@ -151,6 +162,11 @@ impl DataTree {
                 Ok(())
             }
             Txn::SetAcl { path, acl, version } => {
+                if !self.nodes.contains_key(path.as_str()) {
+                    return Err(Fail::NoNode);
+                }
+                self.forget_awaiting(path);
+                self.convert_acl(acl);
                 let n = self.nodes.get_mut(path.as_str()).ok_or(Fail::NoNode)?;
                 n.acl = acl.clone();
                 n.stat.aversion = *version;
@@ -190,6 +206,12 @@ impl DataTree {
             return Err(Fail::NodeExists);
         }
         let name = path::name(path).to_string();
+        if !self.nodes.contains_key(parent(path)) {
+            return Err(Fail::NoNode);
+        }
+        // As ZooKeeper 3.6+: the list enters the cache before the node is looked for, so a
+        // create replayed over a fuzzy snapshot defines the reference its node there names.
+        self.convert_acl(acl);
         let p = self.nodes.get_mut(parent(path)).ok_or(Fail::NoNode)?;
         if p.children.contains(&name) {
             return Err(Fail::NodeExists);
@@ -226,9 +248,49 @@ impl DataTree {
         Ok(())
     }
 
+    /// The reference of `acl` in the cache, handing out the next one to a new list; nodes of
+    /// the snapshot waiting for that reference get the list.
+    fn convert_acl(&mut self, acl: &[Acl]) {
+        if acl.is_empty() || self.acl_ids.contains_key(acl) {
+            return;
+        }
+        self.acl_index += 1;
+        let id = self.acl_index;
+        self.acl_ids.insert(acl.to_vec(), id);
+        for p in self.awaiting.remove(&id).unwrap_or_default() {
+            if let Some(n) = self.nodes.get_mut(&p) {
+                n.acl = acl.to_vec();
+            }
+        }
+    }
+
+    /// A node that was waiting for its ACL is replaced or given another: stop waiting.
+    fn forget_awaiting(&mut self, path: &str) {
+        for paths in self.awaiting.values_mut() {
+            paths.retain(|p| p != path);
+        }
+        self.awaiting.retain(|_, v| !v.is_empty());
+    }
+
+    /// Nodes whose ACL reference neither the snapshot's cache nor any replayed transaction
+    /// defined: (reference, path).
+    pub fn unresolved_acls(&self) -> Vec<(i64, String)> {
+        let mut v: Vec<(i64, String)> = self
+            .awaiting
+            .iter()
+            .flat_map(|(r, ps)| ps.iter().map(move |p| (*r, p.clone())))
+            .filter(|(_, p)| self.nodes.contains_key(p))
+            .collect();
+        v.sort();
+        v
+    }
+
     fn delete_node(&mut self, path: &str, zxid: i64) -> Result<(), Fail> {
         if path == "/" || !self.nodes.contains_key(path) {
             return Err(Fail::NoNode);
+        }
+        if !self.awaiting.is_empty() {
+            self.forget_awaiting(path);
         }
         let name = path::name(path).to_string();
         if let Some(p) = self.nodes.get_mut(parent(path)) {

@@ -25,6 +25,11 @@ pub struct SnapNode {
     pub path: String,
     pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
+    /// An ACL reference the snapshot's ACL cache lacks (`acl` is then empty): a fuzzy snapshot
+    /// serialises the cache before the nodes, so a node created in between names a list that
+    /// only the replay of its create defines again (as ZooKeeper 3.6+ replays it: the create
+    /// adds its list to the cache before it finds the node there). Resolved by the replay.
+    pub acl_ref: Option<i64>,
     /// `data_length` and `num_children` are 0: ZooKeeper derives them.
     pub stat: Stat,
 }
@@ -33,6 +38,8 @@ pub struct SnapNode {
 pub struct Snapshot {
     pub sessions: Vec<(i64, i32)>,
     pub nodes: Vec<SnapNode>,
+    /// The ACL cache: reference → list, sorted by reference.
+    pub acls: Vec<(i64, Vec<Acl>)>,
     /// The tree digest ZooKeeper 3.6+ recorded: (zxid, digest version, digest).
     pub digest: Option<(i64, i32, i64)>,
 }
@@ -149,16 +156,17 @@ pub fn read(file: &Path, b: &[u8]) -> Result<Snapshot, ImportError> {
         let data = a.buffer("a node's data")?.map(|d| d.to_vec());
         let acl_at = a.offset();
         let acl_ref = a.long("a node's ACL reference")?;
-        let acl = if acl_ref == OPEN_UNSAFE_ACL_ID {
-            open_acl()
+        let (acl, unresolved) = if acl_ref == OPEN_UNSAFE_ACL_ID {
+            (open_acl(), None)
         } else {
             match acls.get(&acl_ref) {
-                Some(l) => l.clone(),
+                Some(l) => (l.clone(), None),
+                None if acl_ref > 0 => (Vec::new(), Some(acl_ref)),
                 None => {
                     return Err(ImportError::new(
                         file,
                         acl_at,
-                        format!("node {path} names ACL {acl_ref}, which the ACL cache lacks"),
+                        format!("node {path} names ACL {acl_ref}, which cannot be a reference"),
                     ))
                 }
             }
@@ -183,9 +191,12 @@ pub fn read(file: &Path, b: &[u8]) -> Result<Snapshot, ImportError> {
             path,
             data,
             acl,
+            acl_ref: unresolved,
             stat,
         });
     }
+    snap.acls = acls.into_iter().collect();
+    snap.acls.sort_unstable_by_key(|(k, _)| *k);
     seal(&mut a)?;
     if a.remaining() > 0 {
         let zxid = a.long("the digest's zxid")?;

@@ -159,6 +159,54 @@ fn restored(i: &Imported) -> ZkMachine {
     m
 }
 
+/// A fuzzy snapshot whose node /f names ACL 2, created after the ACL cache (holding only 1)
+/// was written: `defined` adds a log whose create of /f (failing: the node is there) brings
+/// that list to the cache as reference 2, as ZooKeeper 3.6+ replays it.
+fn fuzzy_acl_dir(defined: bool) -> tempfile::TempDir {
+    let mut w = W::default();
+    w.int(snap::SNAP_MAGIC).int(2).long(-1);
+    w.int(0);
+    w.int(1).long(1).open_acl();
+    w.string("").buf(Some(b"")).long(-1);
+    stat(&mut w, 0, 2, 0);
+    w.string("/zookeeper").buf(Some(b"")).long(-1);
+    stat(&mut w, 0, 0, 0);
+    w.string("/f").buf(Some(b"d")).long(2);
+    stat(&mut w, 0x1_0000_0001, 0, 0);
+    w.string("/");
+    w.seal();
+    let mut l = W::default();
+    l.int(txnlog::LOG_MAGIC).int(2).long(0);
+    if defined {
+        let mut b = W::default();
+        b.string("/f")
+            .buf(Some(b"d"))
+            .int(1)
+            .int(1)
+            .string("ip")
+            .string("10.1.2.3")
+            .byte(0)
+            .int(1);
+        txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b.0);
+    }
+    dir_with(&w.0, &l.0)
+}
+
+#[test]
+fn a_node_naming_an_acl_written_after_the_cache_gets_it_from_the_replayed_create() {
+    let d = fuzzy_acl_dir(true);
+    let i = import(d.path(), None).unwrap();
+    let m = restored(&i);
+    let f = m.tree.get("/f").unwrap();
+    assert_eq!(f.acl.len(), 1);
+    assert_eq!(f.acl[0].id.scheme, "ip");
+    assert_eq!(f.acl[0].id.id, "10.1.2.3");
+    // Nothing defines it: a clear error, not a node with no ACL.
+    let d = fuzzy_acl_dir(false);
+    let e = import(d.path(), None).unwrap_err();
+    assert!(e.what.contains("/f names ACL 2"), "{e}");
+}
+
 #[test]
 fn adler32_matches_the_reference() {
     assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
