@@ -583,9 +583,9 @@ impl Node {
                     self.merge(now, &entries);
                 }
             }
-            Msg::Probe if matches!(self.phase, Phase::Joining { .. }) => {
-                // Guardians that delivered this node's JOIN watch it before its view copy
-                // arrives: a joiner is alive too.
+            Msg::Probe if matches!(self.phase, Phase::Joining { .. } | Phase::Member) => {
+                // A guardian suspects this node. A joiner answers too: guardians that delivered
+                // its JOIN watch it before its view copy arrives.
                 let stamp = self.view.stamp();
                 self.send(
                     out,
@@ -650,17 +650,7 @@ impl Node {
                     );
                 }
             }
-            Msg::Probe => {
-                let stamp = self.view.stamp();
-                self.send(
-                    out,
-                    from,
-                    Msg::Heartbeat {
-                        from: self.me,
-                        stamp,
-                    },
-                );
-            }
+            Msg::Probe => {}
             Msg::Repair { entries, reply } => {
                 self.merge(now, &entries);
                 if reply {

@@ -7,16 +7,21 @@ fn small(nodes: usize, seed: u64) -> Plan {
     p
 }
 
-#[test]
-fn prime_reaches_a_consistent_view_after_every_phase() {
-    let run = run(&Prime(node::Options::THESIS), small(40, 1));
+fn assert_settles(run: &Run) {
     for p in &run.phases {
         assert!(
             p.settled_us.is_some(),
-            "{}: never consistent: {p:?}",
+            "{}: {}: never consistent: {p:?}",
+            run.design,
             p.name
         );
     }
+}
+
+#[test]
+fn prime_reaches_a_consistent_view_after_every_phase() {
+    let run = run(&Prime(node::Options::THESIS), small(40, 1));
+    assert_settles(&run);
     assert!(run.view_sequence.len() >= 2);
 }
 
@@ -30,14 +35,7 @@ fn two_hundred_nodes_reach_a_consistent_view_after_every_phase() {
             Plan::new(200, 1),
         ),
     ] {
-        for p in &run.phases {
-            assert!(
-                p.settled_us.is_some(),
-                "{}: {}: never consistent: {p:?}",
-                run.design,
-                p.name
-            );
-        }
+        assert_settles(&run);
     }
 }
 
@@ -63,13 +61,7 @@ fn a_planted_bug_that_keeps_failed_nodes_is_caught() {
 #[test]
 fn the_central_design_reaches_a_consistent_view_after_every_phase() {
     let run = run(&Central(central::Options::ZOOKEEPER_LIKE), small(40, 1));
-    for p in &run.phases {
-        assert!(
-            p.settled_us.is_some(),
-            "{}: never consistent: {p:?}",
-            p.name
-        );
-    }
+    assert_settles(&run);
 }
 
 /// Every phase settles over many seeds, with messages lost: the sweep behind a command
