@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub struct ZNode {
     pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
+    /// Its reference into the ACL cache (-1: the open ACL, outside the cache).
+    acl_id: i64,
     /// As ZooKeeper stores it (`StatPersisted`: cversion counts creations of children).
     pub stat: Stat,
     pub children: BTreeSet<String>,
@@ -31,9 +33,13 @@ pub struct DataTree {
     pub zxid: i64,
     /// Transactions that failed when replayed (normal for the ones a fuzzy snapshot covers).
     pub failed: u64,
-    /// ZooKeeper's ACL cache as the replay rebuilds it (`ReferenceCountedACLCache`): each list's
-    /// reference, and the last reference handed out. A list not in the cache gets the next one.
+    /// ZooKeeper's ACL cache as the replay rebuilds it (`ReferenceCountedACLCache`), kept
+    /// exactly, reference counts included, because the references it hands out must be
+    /// ZooKeeper's: a list not in the cache gets the next one, and a list whose count falls to
+    /// zero leaves it (and gets a new reference if it comes back).
     acl_ids: HashMap<Vec<Acl>, i64>,
+    acl_lists: HashMap<i64, Vec<Acl>>,
+    acl_counts: HashMap<i64, u64>,
     acl_index: i64,
     /// Nodes of the snapshot naming a reference its cache lacked, by that reference.
     awaiting: HashMap<i64, Vec<String>>,
@@ -57,12 +63,18 @@ impl DataTree {
             zxid,
             sessions: s.sessions.into_iter().collect(),
             acl_index: s.acls.iter().map(|(k, _)| *k).max().unwrap_or(0),
-            acl_ids: s.acls.into_iter().map(|(k, l)| (l, k)).collect(),
+            acl_ids: s.acls.iter().map(|(k, l)| (l.clone(), *k)).collect(),
+            acl_counts: s.acls.iter().map(|(k, _)| (*k, 0)).collect(),
+            acl_lists: s.acls.into_iter().collect(),
             ..Default::default()
         };
         for n in s.nodes {
             if let Some(r) = n.acl_ref {
                 t.awaiting.entry(r).or_default().push(n.path.clone());
+            }
+            // `addUsage`: a reference the cache lacks is ignored.
+            if let Some(c) = t.acl_counts.get_mut(&n.acl_id) {
+                *c += 1;
             }
             if n.path != "/" {
                 let name = path::name(&n.path).to_string();
@@ -84,6 +96,7 @@ impl DataTree {
                 ZNode {
                     data: n.data,
                     acl: n.acl,
+                    acl_id: n.acl_id,
                     stat: n.stat,
                     children: BTreeSet::new(),
                 },
@@ -91,6 +104,16 @@ impl DataTree {
         }
         if !t.nodes.contains_key("/") {
             return Err("the snapshot has no root node".into());
+        }
+        // `purgeUnused`: lists no node names leave the cache once it is loaded.
+        let unused: Vec<i64> = t
+            .acl_counts
+            .iter()
+            .filter(|(_, c)| **c == 0)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in unused {
+            t.drop_acl(k);
         }
         Ok(t)
     }
@@ -166,9 +189,12 @@ impl DataTree {
                     return Err(Fail::NoNode);
                 }
                 self.forget_awaiting(path);
-                self.convert_acl(acl);
+                let old = self.nodes.get(path.as_str()).map_or(-1, |n| n.acl_id);
+                self.remove_acl_usage(old);
+                let id = self.convert_acl(acl);
                 let n = self.nodes.get_mut(path.as_str()).ok_or(Fail::NoNode)?;
                 n.acl = acl.clone();
+                n.acl_id = id;
                 n.stat.aversion = *version;
                 Ok(())
             }
@@ -211,7 +237,7 @@ impl DataTree {
         }
         // As ZooKeeper 3.6+: the list enters the cache before the node is looked for, so a
         // create replayed over a fuzzy snapshot defines the reference its node there names.
-        self.convert_acl(acl);
+        let acl_id = self.convert_acl(acl);
         let p = self.nodes.get_mut(parent(path)).ok_or(Fail::NoNode)?;
         if p.children.contains(&name) {
             return Err(Fail::NodeExists);
@@ -233,6 +259,7 @@ impl DataTree {
             ZNode {
                 data: data.clone(),
                 acl: acl.to_vec(),
+                acl_id,
                 stat: Stat {
                     czxid: zxid,
                     mzxid: zxid,
@@ -248,19 +275,44 @@ impl DataTree {
         Ok(())
     }
 
-    /// The reference of `acl` in the cache, handing out the next one to a new list; nodes of
-    /// the snapshot waiting for that reference get the list.
-    fn convert_acl(&mut self, acl: &[Acl]) {
-        if acl.is_empty() || self.acl_ids.contains_key(acl) {
-            return;
-        }
-        self.acl_index += 1;
-        let id = self.acl_index;
-        self.acl_ids.insert(acl.to_vec(), id);
-        for p in self.awaiting.remove(&id).unwrap_or_default() {
-            if let Some(n) = self.nodes.get_mut(&p) {
-                n.acl = acl.to_vec();
+    /// `convertAcls`: the reference of `acl` in the cache, handing out the next one to a list
+    /// not there, and one more usage of it; nodes of the snapshot waiting for that reference get
+    /// the list.
+    fn convert_acl(&mut self, acl: &[Acl]) -> i64 {
+        let id = match self.acl_ids.get(acl) {
+            Some(&id) => id,
+            None => {
+                self.acl_index += 1;
+                let id = self.acl_index;
+                self.acl_ids.insert(acl.to_vec(), id);
+                self.acl_lists.insert(id, acl.to_vec());
+                for p in self.awaiting.remove(&id).unwrap_or_default() {
+                    if let Some(n) = self.nodes.get_mut(&p) {
+                        n.acl = acl.to_vec();
+                    }
+                }
+                id
             }
+        };
+        *self.acl_counts.entry(id).or_default() += 1;
+        id
+    }
+
+    /// `removeUsage`: one usage fewer; a list no longer used leaves the cache.
+    fn remove_acl_usage(&mut self, id: i64) {
+        let Some(c) = self.acl_counts.get_mut(&id) else {
+            return;
+        };
+        *c = c.saturating_sub(1);
+        if *c == 0 {
+            self.drop_acl(id);
+        }
+    }
+
+    fn drop_acl(&mut self, id: i64) {
+        self.acl_counts.remove(&id);
+        if let Some(list) = self.acl_lists.remove(&id) {
+            self.acl_ids.remove(&list);
         }
     }
 
@@ -300,6 +352,7 @@ impl DataTree {
             }
         }
         if let Some(n) = self.nodes.remove(path) {
+            self.remove_acl_usage(n.acl_id);
             let o = n.stat.ephemeral_owner;
             if let Some(set) = self.owned.get_mut(&o) {
                 set.remove(path);

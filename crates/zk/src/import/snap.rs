@@ -30,6 +30,8 @@ pub struct SnapNode {
     /// only the replay of its create defines again (as ZooKeeper 3.6+ replays it: the create
     /// adds its list to the cache before it finds the node there). Resolved by the replay.
     pub acl_ref: Option<i64>,
+    /// The node's reference into the ACL cache as written (-1: ZooKeeper's open ACL).
+    pub acl_id: i64,
     /// `data_length` and `num_children` are 0: ZooKeeper derives them.
     pub stat: Stat,
 }
@@ -192,6 +194,7 @@ pub fn read(file: &Path, b: &[u8]) -> Result<Snapshot, ImportError> {
             data,
             acl,
             acl_ref: unresolved,
+            acl_id: acl_ref,
             stat,
         });
     }

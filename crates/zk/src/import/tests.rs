@@ -207,6 +207,57 @@ fn a_node_naming_an_acl_written_after_the_cache_gets_it_from_the_replayed_create
     assert!(e.what.contains("/f names ACL 2"), "{e}");
 }
 
+/// The references must be ZooKeeper's, counts included: the cache was written holding {7: L},
+/// L's last user was deleted (L left the cache), then /n was created with L again and got
+/// reference 8 before the nodes were written. Loading purges the unused 7; the replayed create
+/// of /n brings L back as 8, and a later create of /m with a new list M gets 9. Without the
+/// counts, L would keep 7, M would take 8 and /n would end with M's ACL, silently.
+#[test]
+fn acl_references_follow_zookeepers_reference_counts() {
+    let mut w = W::default();
+    w.int(snap::SNAP_MAGIC).int(2).long(-1);
+    w.int(0);
+    w.int(1)
+        .long(7)
+        .int(1)
+        .int(31)
+        .string("digest")
+        .string("u:hash=");
+    w.string("").buf(Some(b"")).long(-1);
+    stat(&mut w, 0, 2, 0);
+    w.string("/n").buf(Some(b"")).long(8);
+    stat(&mut w, 0x1_0000_0001, 0, 0);
+    w.string("/");
+    w.seal();
+    let mut l = W::default();
+    l.int(txnlog::LOG_MAGIC).int(2).long(0);
+    let mut b = W::default();
+    b.string("/n")
+        .buf(Some(b""))
+        .int(1)
+        .int(31)
+        .string("digest")
+        .string("u:hash=")
+        .byte(0)
+        .int(1);
+    txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b.0);
+    let mut b = W::default();
+    b.string("/m")
+        .buf(Some(b""))
+        .int(1)
+        .int(1)
+        .string("ip")
+        .string("10.9.9.9")
+        .byte(0)
+        .int(2);
+    txn(&mut l, 0x55, 0x1_0000_0002, op::CREATE, &b.0);
+    let d = dir_with(&w.0, &l.0);
+    let i = import(d.path(), None).unwrap();
+    let m = restored(&i);
+    assert_eq!(m.tree.get("/n").unwrap().acl[0].id.scheme, "digest");
+    assert_eq!(m.tree.get("/m").unwrap().acl[0].id.scheme, "ip");
+}
+
 #[test]
 fn adler32_matches_the_reference() {
     assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
