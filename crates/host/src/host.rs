@@ -375,10 +375,7 @@ impl<T> Host<T> {
         // more: send to the members it last knew instead, as to a group not run here (sim
         // `--kv --faults all,reconfig` seed 1: a two-phase commit waited forever on a message
         // handed to a removed replica).
-        let removed_from = self.groups.get(&msg.to).and_then(|local| {
-            let m = local.runner.membership()?.members();
-            (!m.contains(&me)).then_some(m)
-        });
+        let removed_from = self.removed_from(msg.to);
         if let (Some(local), None) = (self.groups.get(&msg.to), &removed_from) {
             if self.cfg.bug == HostBug::DropRoutedAtFollower && local.view.leader != Some(me) {
                 return;
@@ -406,6 +403,13 @@ impl<T> Host<T> {
             kind: PeerKind::Submit,
             data: msg.payload,
         });
+    }
+
+    /// The members of group `id` as its local replica last knew them, if a change removed this
+    /// node from it (such a replica knows no leader of the group any more).
+    fn removed_from(&self, id: GroupId) -> Option<Vec<NodeId>> {
+        let m = self.groups.get(&id)?.runner.membership()?.members();
+        (!m.contains(&self.cfg.me)).then_some(m)
     }
 
     /// Queue a command for group `id` (the caller checked it runs here). Refused when the
@@ -520,6 +524,13 @@ impl<T> Host<T> {
         }
         match kind {
             PeerKind::Submit => {
+                // Forwarded to a replica a change has since removed, which knows no leader
+                // of the group: dropped, not queued forever. The sender re-sends every second
+                // to the next member it knows (no second hop: stale knowledge on both sides
+                // could bounce a message around).
+                if self.removed_from(group).is_some() {
+                    return;
+                }
                 let leads = self.groups[&group].view.leader == Some(self.cfg.me);
                 if self.cfg.bug == HostBug::DropRoutedAtFollower && !leads {
                     return;

@@ -424,16 +424,19 @@ impl Node {
             }
             Msg::Leave => self.propose(Change::Leave(from), out),
             Msg::Append { index, change } => {
-                let index = index as usize;
-                if index <= self.log.len() + 1 {
-                    self.log.truncate(index - 1);
+                if index == 0 {
+                    return;
+                }
+                if index <= self.committed {
+                    // Committed here already: never truncate below it.
+                    out.push((from, Msg::AppendAck { index }));
+                    return;
+                }
+                let i = index as usize;
+                if i <= self.log.len() + 1 {
+                    self.log.truncate(i - 1);
                     self.log.push(change);
-                    out.push((
-                        from,
-                        Msg::AppendAck {
-                            index: index as u64,
-                        },
-                    ));
+                    out.push((from, Msg::AppendAck { index }));
                 }
             }
             Msg::AppendAck { index } => {

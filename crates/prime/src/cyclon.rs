@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(q, 3, "the oldest neighbour is the one shuffled with");
         assert!(
             !c.contains(3),
-            "its entry leaves the cache until it answers"
+            "its entry leaves the cache (fresh ones come back through later shuffles)"
         );
         assert_eq!(sent.len(), 3);
         assert_eq!(*sent.last().unwrap(), Entry { peer: 1, age: 0 });

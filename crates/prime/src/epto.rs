@@ -48,8 +48,8 @@ pub struct Params {
     pub fanout: usize,
     /// TTL: rounds an event is gossiped, and rounds before it may be delivered.
     pub ttl: u32,
-    /// At most this many events in one ball (a limit on every queue): the oldest beyond it are
-    /// not relayed further (they may become holes; counted).
+    /// At most this many events in one ball (a limit on every queue): events arriving when it
+    /// is full are not relayed (they may become holes; counted in `dropped_full`).
     pub max_ball: usize,
 }
 
@@ -122,6 +122,25 @@ impl<P: Clone> Epto<P> {
     /// Events dropped because a later one had been delivered here: EpTO's holes.
     pub fn holes(&self) -> u64 {
         self.holes
+    }
+
+    /// This node's logical clock.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Move the clock past `ts` (a peer's clock, learnt outside a ball: a view copy, a
+    /// repair), so this node's next broadcast does not order before what others delivered.
+    pub fn observe(&mut self, ts: u64) {
+        self.clock = self.clock.max(ts);
+    }
+
+    /// Start again as another incarnation: nothing in flight, nothing delivered, the clock kept
+    /// (a rejoining node's events must not order before what it delivered last time).
+    pub fn reincarnate(&mut self, me: Member) -> Epto<P> {
+        let mut e = Epto::new(me, self.params);
+        e.clock = self.clock;
+        e
     }
 
     /// Events not relayed because a ball was full.

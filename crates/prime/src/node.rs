@@ -87,8 +87,11 @@ pub enum Msg {
     Ball(Vec<Event<Update>>),
     /// A newcomer asks a member to broadcast its JOIN.
     Discovery(Member),
-    /// A copy of the view (per-node ranks), for a newcomer.
-    ViewCopy(Vec<(NodeId, u64)>),
+    /// A copy of the view (per-node ranks) and the sender's EpTO clock, for a newcomer.
+    ViewCopy {
+        entries: Vec<(NodeId, u64)>,
+        clock: u64,
+    },
     Heartbeat {
         from: Member,
         stamp: ViewStamp,
@@ -106,6 +109,8 @@ pub enum Msg {
     Repair {
         entries: Vec<(NodeId, u64)>,
         reply: bool,
+        /// The sender's EpTO clock.
+        clock: u64,
     },
 }
 
@@ -154,6 +159,8 @@ pub struct Node {
     leaving: bool,
     /// Newcomers whose DISCOVERY this node turned into a JOIN: it sends them a view copy too.
     introduced: BTreeSet<Member>,
+    /// Holes of earlier incarnations.
+    holes_before: u64,
 }
 
 /// At most this many newcomers remembered by an introducer.
@@ -185,6 +192,7 @@ impl Node {
             stats: Stats::default(),
             leaving: false,
             introduced: BTreeSet::new(),
+            holes_before: 0,
         }
     }
 
@@ -217,8 +225,16 @@ impl Node {
     pub fn stats(&self) -> Stats {
         self.stats
     }
+    /// EpTO holes over every incarnation of this node.
     pub fn holes(&self) -> u64 {
-        self.epto.holes()
+        self.holes_before + self.epto.holes()
+    }
+
+    fn view_copy(&self) -> Msg {
+        Msg::ViewCopy {
+            entries: self.view.entries(),
+            clock: self.epto.clock(),
+        }
     }
     pub fn suspicions_raised(&self) -> u64 {
         self.detector.raised()
@@ -227,9 +243,12 @@ impl Node {
         &self.view
     }
 
+    /// Queue a message; one addressed to this node itself (a peer's message may name it) is
+    /// dropped.
     fn send(&self, out: &mut Vec<(NodeId, Msg)>, to: NodeId, msg: Msg) {
-        debug_assert_ne!(to, self.me.node, "a node never messages itself");
-        out.push((to, msg));
+        if to != self.me.node {
+            out.push((to, msg));
+        }
     }
 
     fn become_member(&mut self, now: TimeUs) {
@@ -246,6 +265,10 @@ impl Node {
     /// Everything that follows a change of the view.
     fn on_view_change(&mut self, now: TimeUs) {
         self.stats.view_changes += 1;
+        // Newcomers the view now holds (or removed) need no more copies from here.
+        let view = &self.view;
+        self.introduced
+            .retain(|p| !view.contains(*p) && !view.removed(*p));
         let ring = self.view.members();
         self.detector.on_view(now, ring);
         self.holes.on_own_view(now, self.view.stamp());
@@ -280,7 +303,8 @@ impl Node {
         let seen = self.view.rank(self.me.node).map_or(0, |r| (r / 2) as u32);
         let inc = seen.max(self.me.incarnation) + 1;
         self.me = Member::new(self.me.node, inc);
-        self.epto = Epto::new(self.me, self.epto.params());
+        self.holes_before += self.epto.holes();
+        self.epto = self.epto.reincarnate(self.me);
         let mut seeds: Vec<NodeId> = self
             .view
             .members()
@@ -334,7 +358,7 @@ impl Node {
                 .into_iter()
                 .min();
             if first == Some(self.me.node) || introduced {
-                self.send(out, p.node, Msg::ViewCopy(self.view.entries()));
+                self.send(out, p.node, self.view_copy());
             }
         }
     }
@@ -370,12 +394,16 @@ impl Core for Node {
                     self.become_member(now);
                 }
             }
-            Input::Leave => {
-                if matches!(self.phase, Phase::Member) && !self.leaving {
+            Input::Leave => match self.phase {
+                Phase::Member if !self.leaving => {
                     self.leaving = true;
                     self.epto.broadcast(Update::Leave(self.me));
                 }
-            }
+                // Not (or no longer) a member: stop joining. A JOIN already delivered
+                // elsewhere makes it a silent member, which its guardians remove.
+                Phase::Joining { .. } | Phase::Removed { .. } => self.phase = Phase::Left,
+                _ => {}
+            },
             Input::Timeout => self.on_timers(now, out),
             Input::Message { from, msg } => self.on_message(now, from, msg, out),
         }
@@ -413,7 +441,7 @@ impl Core for Node {
             Msg::Shuffle(e) | Msg::ShuffleReply(e) => 8 * e.len(),
             Msg::Ball(events) => 32 * events.len(),
             Msg::Discovery(_) | Msg::Suspicion(_) | Msg::Alive(_) => 8,
-            Msg::ViewCopy(e) | Msg::Repair { entries: e, .. } => 12 * e.len(),
+            Msg::ViewCopy { entries: e, .. } | Msg::Repair { entries: e, .. } => 8 + 12 * e.len(),
             Msg::Heartbeat { .. } => 24,
             Msg::NotMember(e) => 12 * e.len(),
             Msg::Probe => 0,
@@ -427,9 +455,11 @@ impl Node {
         match self.phase {
             Phase::Joining { attempts, next_try } => {
                 if now >= next_try {
-                    let i = self.rng.below(self.seeds.len() as u64) as usize;
-                    let to = self.seeds[i];
-                    self.send(out, to, Msg::Discovery(self.me));
+                    if !self.seeds.is_empty() {
+                        let i = self.rng.below(self.seeds.len() as u64) as usize;
+                        let to = self.seeds[i];
+                        self.send(out, to, Msg::Discovery(self.me));
+                    }
                     self.phase = Phase::Joining {
                         attempts: attempts + 1,
                         next_try: now + self.opts.join_retry_us,
@@ -553,6 +583,7 @@ impl Node {
             Msg::Repair {
                 entries: self.view.entries(),
                 reply: true,
+                clock: self.epto.clock(),
             },
         );
     }
@@ -573,8 +604,9 @@ impl Node {
     fn on_message(&mut self, now: TimeUs, from: NodeId, msg: Msg, out: &mut Vec<(NodeId, Msg)>) {
         let member = matches!(self.phase, Phase::Member);
         match msg {
-            Msg::ViewCopy(entries) => {
+            Msg::ViewCopy { entries, clock } => {
                 if matches!(self.phase, Phase::Member | Phase::Joining { .. }) {
+                    self.epto.observe(clock);
                     self.merge(now, &entries);
                 }
             }
@@ -609,7 +641,7 @@ impl Node {
             Msg::Ball(events) => self.epto.on_ball(&events),
             Msg::Discovery(p) => {
                 if self.view.contains(p) {
-                    self.send(out, p.node, Msg::ViewCopy(self.view.entries()));
+                    self.send(out, p.node, self.view_copy());
                 } else if self.view.removed(p) {
                     self.send(out, p.node, Msg::NotMember(self.view.entries()));
                 } else {
@@ -646,12 +678,18 @@ impl Node {
                         Msg::Repair {
                             entries: self.view.entries(),
                             reply: true,
+                            clock: self.epto.clock(),
                         },
                     );
                 }
             }
             Msg::Probe => {}
-            Msg::Repair { entries, reply } => {
+            Msg::Repair {
+                entries,
+                reply,
+                clock,
+            } => {
+                self.epto.observe(clock);
                 self.merge(now, &entries);
                 if reply {
                     self.send(
@@ -660,6 +698,7 @@ impl Node {
                         Msg::Repair {
                             entries: self.view.entries(),
                             reply: false,
+                            clock: self.epto.clock(),
                         },
                     );
                 }

@@ -19,6 +19,7 @@ pub mod world;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{central, node, Core, NodeId, TimeUs, ViewStamp};
+use synod_core::rng::CoreRng;
 use world::{Net, Traffic, World};
 
 /// Builds the cores of one design.
@@ -225,7 +226,14 @@ struct Runner<'d, D: Design> {
     obs: Observer,
     next_id: NodeId,
     started: Vec<NodeId>,
+    /// The faults' own random source, apart from the world's (which the network draws from):
+    /// both designs get the same joins, victims, churn and partition sides for a seed.
+    frng: CoreRng,
 }
+
+/// Node ids never failed, left or cut off by the faults: the replicated group's servers (and
+/// PRIME's founder among them), so that both designs lose the same nodes.
+const KEPT: NodeId = 5;
 
 impl<D: Design> Runner<'_, D> {
     fn spawn(&mut self, id: NodeId) {
@@ -243,7 +251,7 @@ impl<D: Design> Runner<'_, D> {
             .collect();
         let mut seeds = Vec::new();
         for _ in 0..10.min(live.len()) {
-            let i = self.world.rng().below(live.len() as u64) as usize;
+            let i = self.frng.below(live.len() as u64) as usize;
             seeds.push(live[i]);
         }
         if seeds.is_empty() {
@@ -313,10 +321,24 @@ impl<D: Design> Runner<'_, D> {
 
     fn fault(&mut self, f: Fault) {
         match f {
-            Fault::Join => {
+            Fault::Join(id) => {
+                self.next_id = self.next_id.max(id + 1);
+                self.spawn(id);
+            }
+            Fault::JoinNew => {
                 let id = self.next_id;
                 self.next_id += 1;
                 self.spawn(id);
+            }
+            Fault::CrashAny => {
+                if let Some(id) = self.pick(1).first().copied() {
+                    self.fault(Fault::Crash(id));
+                }
+            }
+            Fault::LeaveAny => {
+                if let Some(id) = self.pick(1).first().copied() {
+                    self.fault(Fault::Leave(id));
+                }
             }
             Fault::Crash(id) => {
                 self.world.crash(id);
@@ -331,20 +353,18 @@ impl<D: Design> Runner<'_, D> {
         }
     }
 
-    /// `count` random expected nodes, never the founders (the central design's servers and
-    /// PRIME's founder stay, so both designs lose the same nodes).
+    /// `count` distinct random expected nodes, never one of the first [`KEPT`].
     fn pick(&mut self, count: usize) -> Vec<NodeId> {
-        let founders = self.design.founders();
         let mut pool: Vec<NodeId> = self
             .obs
             .expected
             .iter()
             .copied()
-            .filter(|n| !founders.contains(n))
+            .filter(|&n| n > KEPT)
             .collect();
         let mut out = Vec::new();
         while out.len() < count && !pool.is_empty() {
-            let i = self.world.rng().below(pool.len() as u64) as usize;
+            let i = self.frng.below(pool.len() as u64) as usize;
             out.push(pool.swap_remove(i));
         }
         out
@@ -352,7 +372,13 @@ impl<D: Design> Runner<'_, D> {
 }
 
 enum Fault {
-    Join,
+    /// Node `id` starts and joins (the bootstrap's ids, the same for both designs).
+    Join(NodeId),
+    /// A node with a new id starts and joins.
+    JoinNew,
+    /// A random live node (drawn when the fault happens) crashes, or leaves.
+    CrashAny,
+    LeaveAny,
     Crash(NodeId),
     Leave(NodeId),
     Partition(BTreeSet<NodeId>),
@@ -378,6 +404,7 @@ pub fn run_phases<D: Design>(design: &D, plan: Plan, upto: usize) -> (Run, World
         },
         next_id: 1,
         started: Vec::new(),
+        frng: CoreRng::new(plan.seed ^ 0x6661_756c_7473),
     };
     let founders = design.founders();
     for &f in &founders {
@@ -394,9 +421,11 @@ pub fn run_phases<D: Design>(design: &D, plan: Plan, upto: usize) -> (Run, World
         let mut phase = match step {
             0 => {
                 // 1. Bootstrap.
-                let joiners = plan.nodes.saturating_sub(founders.len());
-                let mut joins: Vec<(TimeUs, Fault)> = (0..joiners)
-                    .map(|_| (r.world.rng().below(plan.spread_us.max(1)), Fault::Join))
+                // A start time for every node but the first, drawn alike for both designs; the
+                // group's servers are there from the start and skip theirs.
+                let mut joins: Vec<(TimeUs, Fault)> = (2..=plan.nodes as NodeId)
+                    .map(|id| (r.frng.below(plan.spread_us.max(1)), Fault::Join(id)))
+                    .filter(|(_, f)| !matches!(f, Fault::Join(id) if founders.contains(id)))
                     .collect();
                 joins.sort_by_key(|j| j.0);
                 r.phase("bootstrap", joins)
@@ -416,9 +445,9 @@ pub fn run_phases<D: Design>(design: &D, plan: Plan, upto: usize) -> (Run, World
                 for i in 0..changes {
                     let at = i as TimeUs * 1_000_000;
                     let f = match i % 4 {
-                        0 | 2 => Fault::Join,
-                        1 => Fault::Leave(r.pick(1).first().copied().unwrap_or(0)),
-                        _ => Fault::Crash(r.pick(1).first().copied().unwrap_or(0)),
+                        0 | 2 => Fault::JoinNew,
+                        1 => Fault::LeaveAny,
+                        _ => Fault::CrashAny,
                     };
                     churn.push((at, f));
                 }

@@ -138,6 +138,11 @@ impl<C: Core> World<C> {
             .map(|(&id, s)| (id, &s.core))
     }
 
+    /// Every node ever started, crashed ones included (for counters over the whole run).
+    pub fn every(&self) -> impl Iterator<Item = (NodeId, &C)> + '_ {
+        self.nodes.iter().map(|(&id, s)| (id, &s.core))
+    }
+
     pub fn core(&self, id: NodeId) -> Option<&C> {
         self.nodes.get(&id).filter(|s| s.alive).map(|s| &s.core)
     }
