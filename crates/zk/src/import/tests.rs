@@ -159,6 +159,26 @@ fn restored(i: &Imported) -> ZkMachine {
     m
 }
 
+/// A create transaction's body: `path`, `data`, one ACL entry (`perms`, `scheme`, `id`), not
+/// ephemeral, the parent's cversion.
+fn create_body(
+    path: &str,
+    data: &[u8],
+    (perms, scheme, id): (i32, &str, &str),
+    cversion: i32,
+) -> Vec<u8> {
+    let mut b = W::default();
+    b.string(path)
+        .buf(Some(data))
+        .int(1)
+        .int(perms)
+        .string(scheme)
+        .string(id)
+        .byte(0)
+        .int(cversion);
+    b.0
+}
+
 /// A fuzzy snapshot whose node /f names ACL 2, created after the ACL cache (holding only 1)
 /// was written: `defined` adds a log whose create of /f (failing: the node is there) brings
 /// that list to the cache as reference 2, as ZooKeeper 3.6+ replays it.
@@ -178,16 +198,8 @@ fn fuzzy_acl_dir(defined: bool) -> tempfile::TempDir {
     let mut l = W::default();
     l.int(txnlog::LOG_MAGIC).int(2).long(0);
     if defined {
-        let mut b = W::default();
-        b.string("/f")
-            .buf(Some(b"d"))
-            .int(1)
-            .int(1)
-            .string("ip")
-            .string("10.1.2.3")
-            .byte(0)
-            .int(1);
-        txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b.0);
+        let b = create_body("/f", b"d", (1, "ip", "10.1.2.3"), 1);
+        txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b);
     }
     dir_with(&w.0, &l.0)
 }
@@ -231,26 +243,10 @@ fn acl_references_follow_zookeepers_reference_counts() {
     w.seal();
     let mut l = W::default();
     l.int(txnlog::LOG_MAGIC).int(2).long(0);
-    let mut b = W::default();
-    b.string("/n")
-        .buf(Some(b""))
-        .int(1)
-        .int(31)
-        .string("digest")
-        .string("u:hash=")
-        .byte(0)
-        .int(1);
-    txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b.0);
-    let mut b = W::default();
-    b.string("/m")
-        .buf(Some(b""))
-        .int(1)
-        .int(1)
-        .string("ip")
-        .string("10.9.9.9")
-        .byte(0)
-        .int(2);
-    txn(&mut l, 0x55, 0x1_0000_0002, op::CREATE, &b.0);
+    let b = create_body("/n", b"", (31, "digest", "u:hash="), 1);
+    txn(&mut l, 0x55, 0x1_0000_0001, op::CREATE, &b);
+    let b = create_body("/m", b"", (1, "ip", "10.9.9.9"), 2);
+    txn(&mut l, 0x55, 0x1_0000_0002, op::CREATE, &b);
     let d = dir_with(&w.0, &l.0);
     let i = import(d.path(), None).unwrap();
     let m = restored(&i);
