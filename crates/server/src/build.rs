@@ -37,6 +37,8 @@ pub(crate) struct Built {
     pub registers: BTreeMap<GroupId, Served<Register>>,
     /// This node's replicas of SconeKV buckets, by bucket index.
     pub kv: BTreeMap<u32, Served<KvMachine>>,
+    /// This node's replica of the etcd store, when `[etcd]` is enabled.
+    pub etcd: Option<Served<synod_etcd::EtcdMachine>>,
 }
 
 /// What one group is, before it is built.
@@ -82,6 +84,7 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
         },
         registers: BTreeMap::new(),
         kv: BTreeMap::new(),
+        etcd: None,
     };
     built.routes.insert(0, all.clone());
     let zk_ops = recovery.groups.remove(&0).unwrap_or_default();
@@ -138,6 +141,21 @@ pub(crate) fn build(cfg: &Config, wal_dir: &Path, mut recovery: Recovery) -> Res
             let served = group(cfg, &spec, machine, wal_dir, ops, &mut built)?;
             built.kv.insert(b, served);
         }
+    }
+    if cfg.etcd.enabled {
+        let id = cfg.etcd.group;
+        built.routes.insert(id, all.clone());
+        let spec = Spec {
+            id,
+            protocol: cfg.etcd.protocol.as_deref().unwrap_or(&cfg.protocol),
+            members: all.clone(),
+            learners: Vec::new(),
+            machine_kind: "etcd",
+            preferred: None,
+        };
+        let ops = recovery.groups.remove(&id).unwrap_or_default();
+        let machine = synod_etcd::EtcdMachine::new();
+        built.etcd = Some(group(cfg, &spec, machine, wal_dir, ops, &mut built)?);
     }
     if let Some((&g, _)) = recovery.groups.iter().next() {
         bail!(

@@ -20,6 +20,7 @@ mod admin_backup;
 mod admin_members;
 pub mod build;
 pub mod config;
+pub mod etcd;
 pub mod front;
 pub mod host;
 pub mod identity;
@@ -205,6 +206,44 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         }
         None => None,
     };
+    let etcd = match (&built.etcd, cfg.etcd.listen) {
+        (Some(served), Some(addr)) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for etcd clients on {addr}"))?;
+            let handle =
+                GroupHandle::new(cfg.etcd.group, cfg.node_id, tx.clone(), served.view.clone());
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            let peer_urls = members
+                .iter()
+                .map(|(id, a)| (*id, format!("{scheme}://{a}")))
+                .collect();
+            let node = etcd::EtcdNode::new(
+                cfg.node_id,
+                &cfg.cluster_id,
+                handle,
+                served.machine.clone(),
+                cfg.etcd.clone(),
+                peer_urls,
+            );
+            tokio::spawn(etcd::lessor::run(node.clone()));
+            let builder = etcd::router(node);
+            let server: futures_boxed::BoxFuture = match tls.clone().filter(|_| kv_tls) {
+                Some(t) => Box::pin(builder.serve_with_incoming(tls::grpc_incoming(listener, t))),
+                None => {
+                    Box::pin(builder.serve_with_incoming(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    ))
+                }
+            };
+            Some(tokio::spawn(async move {
+                if let Err(e) = server.await {
+                    tracing::error!("the etcd listener stopped: {e}");
+                }
+            }))
+        }
+        _ => None,
+    };
     let front = match (client_listener, cfg.client_addr) {
         (Some(l), Some(addr)) => {
             // /zookeeper/config with the Stat ZooKeeper gives it, but no `server.N=` lines:
@@ -258,6 +297,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         client = ?cfg.client_addr,
         admin = %cfg.admin_addr,
         kv = ?cfg.kv.listen.filter(|_| cfg.kv.enabled()),
+        etcd = ?cfg.etcd.listen.filter(|_| cfg.etcd.enabled),
         groups = built.protocols.len(),
         fd_limit,
         max_connections = cfg.zookeeper.max_connections,
@@ -298,6 +338,9 @@ pub async fn run(mut cfg: Config) -> Result<()> {
     }
     if let Some(k) = kv {
         k.abort();
+    }
+    if let Some(e) = etcd {
+        e.abort();
     }
     let (done, flushed) = oneshot::channel();
     if tx.send(HostInput::Shutdown(done)).await.is_ok() {

@@ -35,6 +35,10 @@ pub struct DevArgs {
     /// Port of node 1's KV gRPC API (with --kv).
     #[arg(long, default_value_t = 2479)]
     kv_port: u16,
+    /// Port of node 1's etcd API (with --kv): node i serves etcd's v3 gRPC API on etcd's
+    /// Procfile ports, 2379, 22379, 32379, …
+    #[arg(long, default_value_t = 2379)]
+    etcd_port: u16,
     /// Run without TLS: peers in plain text, no secure client port, plain HTTP admin port.
     /// By default `synod dev` makes a CA and certificates (in DATA/certs) and runs the peers
     /// over mutual TLS, as a production cluster must.
@@ -76,6 +80,7 @@ pub fn run(args: DevArgs) -> Result<()> {
     }
     if args.kv {
         cl.kv_port = Some(args.kv_port);
+        cl.etcd_port = Some(args.etcd_port);
     }
     println!(
         "synod dev: {n} replicas ({}), data in {}",
@@ -100,6 +105,7 @@ pub fn run(args: DevArgs) -> Result<()> {
                 "          kv  {} (gRPC, proto/synod_kv.proto)",
                 cl.kv_addr(i)
             );
+            println!("          etcd {} (etcd's v3 gRPC API)", cl.etcd_addr(i));
         }
     }
     if args.kv {
@@ -109,6 +115,19 @@ pub fn run(args: DevArgs) -> Result<()> {
         println!(
             "Try: synod kv --servers {}{tls} put greeting hello",
             cl.kv_addrs().join(",")
+        );
+        let scheme = if cl.tls.is_some() { "https" } else { "http" };
+        let endpoints: Vec<String> = cl
+            .etcd_addrs()
+            .iter()
+            .map(|a| format!("{scheme}://{a}"))
+            .collect();
+        let cacert = cl.tls.as_ref().map_or(String::new(), |c| {
+            format!(" --cacert {}", c.join("ca.crt").display())
+        });
+        println!(
+            "     etcdctl --endpoints {}{cacert} put greeting hello",
+            endpoints.join(",")
         );
     }
     if let Some(certs) = &cl.tls {

@@ -124,6 +124,8 @@ pub struct Cluster {
     /// Serve SconeKV: node i's KV gRPC listener is `kv_port + i - 1` (with `kv.buckets = 3`
     /// unless a `--set` says otherwise).
     pub kv_port: Option<u16>,
+    /// Serve etcd's API: node i's etcd gRPC listener is [`Cluster::etcd_addr`].
+    pub etcd_port: Option<u16>,
     /// Certificates made by `synod certs dev` (node-<i>.crt …) for mutual TLS between the
     /// replicas and TLS on their client ports; `None` runs them with `insecure = true`.
     pub tls: Option<PathBuf>,
@@ -207,6 +209,7 @@ impl Cluster {
             dir,
             admin_offset: 800,
             kv_port: None,
+            etcd_port: None,
             tls: None,
             nodes: (0..n)
                 .map(|_| Node {
@@ -232,6 +235,22 @@ impl Cluster {
     /// Node i's KV gRPC address (with `kv_port`).
     pub fn kv_addr(&self, i: u32) -> String {
         format!("127.0.0.1:{}", self.kv_port.unwrap_or(2479) as u32 + i - 1)
+    }
+    /// Node i's etcd gRPC address (with `etcd_port`): from 2379, etcd's Procfile ports (2379,
+    /// 22379, 32379, … up to 62379, then 2379 + 1000 + i); from any other port, consecutive
+    /// ports.
+    pub fn etcd_addr(&self, i: u32) -> String {
+        let base = self.etcd_port.unwrap_or(2379) as u32;
+        let port = match (base, i) {
+            (_, 1) => base,
+            (2379, 2..=6) => base + 10_000 * i,
+            (2379, _) => base + 1000 + i,
+            _ => base + i - 1,
+        };
+        format!("127.0.0.1:{port}")
+    }
+    pub fn etcd_addrs(&self) -> Vec<String> {
+        (1..=self.n).map(|i| self.etcd_addr(i)).collect()
     }
     pub fn kv_addrs(&self) -> Vec<String> {
         (1..=self.n).map(|i| self.kv_addr(i)).collect()
@@ -329,6 +348,21 @@ impl Cluster {
             kv.insert("listen".into(), self.kv_addr(i).into());
             kv.insert("addrs".into(), addrs.into());
             cfg.insert("kv".into(), kv.into());
+        }
+        if self.etcd_port.is_some() {
+            let scheme = if self.tls.is_some() { "https" } else { "http" };
+            let mut addrs = toml::Table::new();
+            for j in 1..=self.n {
+                addrs.insert(
+                    j.to_string(),
+                    format!("{scheme}://{}", self.etcd_addr(j)).into(),
+                );
+            }
+            let mut etcd = toml::Table::new();
+            etcd.insert("enabled".into(), true.into());
+            etcd.insert("listen".into(), self.etcd_addr(i).into());
+            etcd.insert("addrs".into(), addrs.into());
+            cfg.insert("etcd".into(), etcd.into());
         }
         let path = self.dir.join(format!("node{i}.toml"));
         std::fs::write(&path, toml::to_string(&cfg)?)?;

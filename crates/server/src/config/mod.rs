@@ -12,12 +12,14 @@ use synod_core::NodeId;
 use crate::protocol::check_protocol;
 pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
+mod etcd;
 mod kv;
 mod link;
 mod members;
 mod peer_addr;
 mod tls;
 mod zookeeper;
+pub use etcd::EtcdConfig;
 pub use kv::KvConfig;
 pub use link::{LinkEmulationConfig, PeerLinkConfig};
 pub use peer_addr::PeerAddr;
@@ -112,6 +114,9 @@ pub struct Config {
     /// SconeKV: buckets of the transactional store and the KV gRPC listener.
     #[serde(default)]
     pub kv: KvConfig,
+    /// etcd's v3 API: the store's group and this node's etcd gRPC listener.
+    #[serde(default)]
+    pub etcd: EtcdConfig,
 }
 
 /// One `[[groups]]` entry.
@@ -444,6 +449,9 @@ impl Config {
         }
         let nodes = members.keys().copied().collect();
         self.kv.validate(&nodes, &seen)?;
+        let kv_groups =
+            self.kv.group_base as u64..self.kv.group_base as u64 + self.kv.buckets as u64;
+        self.etcd.validate(&nodes, &seen, kv_groups)?;
         if self.kv.enabled() {
             let p = self.kv.protocol.as_deref().unwrap_or(&self.protocol);
             if synod_registry::facts(p).is_some_and(|f| !f.single_leader) {
