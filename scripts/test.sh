@@ -105,7 +105,7 @@ if [ ! -x "$kvpy/bin/pytest" ]; then
 fi
 PYTHON="$PWD/$kvpy/bin/python" bash clients/python/generate.sh
 kvdir=$(mktemp -d)
-target/ci/synod dev --kv --base-port 27000 --kv-port 27479 --data "$kvdir/data" > "$kvdir/dev.log" 2>&1 &
+target/ci/synod dev --kv --base-port 27000 --kv-port 27479 --etcd-port 27379 --data "$kvdir/data" > "$kvdir/dev.log" 2>&1 &
 kvdev=$!
 trap 'kill $kvdev 2>/dev/null || true' EXIT
 (cd clients/python && SYNOD_KV_ADDR=127.0.0.1:27479,127.0.0.1:27480,127.0.0.1:27481 \
@@ -113,6 +113,18 @@ trap 'kill $kvdev 2>/dev/null || true' EXIT
   "../../$kvpy/bin/pytest" -q -p no:cacheprovider tests)
 kill $kvdev 2>/dev/null || true
 wait $kvdev 2>/dev/null || true
+
+section "etcd compatibility: etcdctl 3.4 and Go's clientv3 against a real etcd 3.4 (Debian) and synod"
+if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+  else
+    echo "etcd 3.4 and etcdctl are needed for the reference run: sudo apt-get install etcd-server etcd-client" >&2
+    exit 1
+  fi
+fi
+SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/etcd
 
 section "Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
 SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops

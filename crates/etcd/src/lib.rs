@@ -17,6 +17,7 @@ pub mod machine;
 pub mod store;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 #[allow(clippy::all, missing_docs)]
 pub mod mvccpb {

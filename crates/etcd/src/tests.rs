@@ -546,3 +546,119 @@ fn bytes_that_are_not_a_command_are_refused_alike_everywhere() {
     assert!(matches!(reply.result, Some(R::Failure(_))));
     assert_eq!(m.store().revision(), 1);
 }
+
+mod watchers {
+    use super::*;
+    use crate::etcdserverpb::{watch_create_request::FilterType, WatchCreateRequest};
+    use crate::watch::{Watchers, REVISIONS_PER_POLL};
+
+    fn create(key: &str, end: &str, start: i64) -> WatchCreateRequest {
+        WatchCreateRequest {
+            key: b(key),
+            range_end: b(end),
+            start_revision: start,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_watcher_far_behind_gets_every_revision_once_in_order() {
+        let mut m = EtcdMachine::new();
+        let n = REVISIONS_PER_POLL as i64 + 500;
+        for i in 0..n {
+            put(&mut m, &format!("a/{}", i % 7), "v");
+            put(&mut m, "other", "x");
+        }
+        let mut w = Watchers::new(10);
+        let created = w.create(m.store(), &create("a/", "a0", 1), 0);
+        assert!(created.created && !created.canceled);
+        let mut revs = Vec::new();
+        let mut polls = 0;
+        while !w.caught_up(m.store()) {
+            let mut out = Vec::new();
+            w.poll(m.store(), 0, &mut out);
+            revs.extend(out.iter().map(|r| r.header.unwrap().revision));
+            polls += 1;
+        }
+        assert!(polls >= 2, "a long catch-up takes several polls");
+        let want: Vec<i64> = (0..n).map(|i| 2 + 2 * i).collect();
+        assert_eq!(revs, want);
+        // New changes come from the next poll, once.
+        put(&mut m, "a/x", "v");
+        let mut out = Vec::new();
+        w.poll(m.store(), 0, &mut out);
+        w.poll(m.store(), 0, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            w.progress(m.store()).header.unwrap().revision,
+            m.store().revision()
+        );
+    }
+
+    #[test]
+    fn a_watcher_behind_the_compaction_is_cancelled_with_its_revision() {
+        let mut m = EtcdMachine::new();
+        for _ in 0..5 {
+            put(&mut m, "k", "v");
+        }
+        run(
+            &mut m,
+            C::Compaction(CompactionRequest {
+                revision: 4,
+                physical: false,
+            }),
+        )
+        .unwrap();
+        let mut w = Watchers::new(10);
+        w.create(m.store(), &create("k", "", 2), 0);
+        // The compaction point itself is still served.
+        w.create(
+            m.store(),
+            &WatchCreateRequest {
+                watch_id: 7,
+                ..create("k", "", 4)
+            },
+            0,
+        );
+        let mut out = Vec::new();
+        w.poll(m.store(), 0, &mut out);
+        assert!(out[0].canceled && out[0].compact_revision == 4 && out[0].watch_id == 0);
+        let got: Vec<_> = out[1..]
+            .iter()
+            .map(|r| (r.watch_id, r.header.unwrap().revision))
+            .collect();
+        assert_eq!(got, vec![(7, 4), (7, 5), (7, 6)]);
+        assert_eq!(w.len(), 1);
+        let dup = w.create(
+            m.store(),
+            &WatchCreateRequest {
+                watch_id: 7,
+                ..create("k", "", 0)
+            },
+            0,
+        );
+        assert!(dup.canceled && dup.cancel_reason.contains("duplicate"));
+    }
+
+    #[test]
+    fn filters_drop_events_and_revisions_left_empty() {
+        let mut m = EtcdMachine::new();
+        let mut w = Watchers::new(10);
+        let c = WatchCreateRequest {
+            filters: vec![FilterType::Nodelete as i32],
+            ..create("k", "", 0)
+        };
+        w.create(m.store(), &c, 0);
+        put(&mut m, "k", "1");
+        run(&mut m, delete("k", "")).unwrap();
+        put(&mut m, "k", "2");
+        let mut out = Vec::new();
+        w.poll(m.store(), 0, &mut out);
+        let revs: Vec<_> = out.iter().map(|r| r.header.unwrap().revision).collect();
+        assert_eq!(revs, vec![2, 4]);
+        assert!(
+            w.idle_progress(m.store(), 10, 5).is_empty(),
+            "progress only when asked"
+        );
+    }
+}
