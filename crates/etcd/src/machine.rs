@@ -32,6 +32,8 @@ pub struct EtcdMachine {
     renewed: BTreeSet<i64>,
     /// The renewals overflowed: the lessor renews every lease.
     renew_all: bool,
+    /// The planted revision gap, if any.
+    gap: u64,
 }
 
 impl Default for EtcdMachine {
@@ -56,7 +58,14 @@ impl EtcdMachine {
             revision: watch::channel(1).0,
             renewed: BTreeSet::new(),
             renew_all: false,
+            gap: 0,
         }
+    }
+
+    /// Plant the revision-gap bug ([`Store::plant_gap`]), kept across snapshots.
+    pub fn plant_gap(&mut self, every: u64) {
+        self.gap = every;
+        self.store.plant_gap(every);
     }
 
     pub fn store(&self) -> &Store {
@@ -123,7 +132,8 @@ impl EtcdMachine {
     }
 
     fn grant(&mut self, id: i64, ttl: i64) -> Result<LeaseGrantResponse, Failure> {
-        if id <= 0 {
+        if id == 0 {
+            // The node the client asked chooses an id for a grant that names none.
             return Err(errors::NOT_CAPABLE);
         }
         if self.leases.contains(id) {
@@ -261,6 +271,7 @@ impl StateMachine for EtcdMachine {
     fn restore(&mut self, snapshot: &Snapshot) -> Result<(), WireError> {
         let (store, leases) = EtcdMachine::decode(snapshot.data.clone())?;
         self.store = store;
+        self.store.plant_gap(self.gap);
         self.leases = leases;
         self.applied = snapshot.at;
         self.renew_all = true;

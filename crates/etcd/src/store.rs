@@ -85,6 +85,11 @@ pub struct Store {
     by_rev: OrdMap<(i64, i64), Bytes>,
     revision: i64,
     compacted: i64,
+    /// A planted bug (the simulator proves its revision checker with it): every `n`th change
+    /// skips a revision. 0: none.
+    gap_every: u64,
+    /// Changes since the last planted gap.
+    changes: u64,
 }
 
 impl Default for Store {
@@ -117,7 +122,14 @@ impl Store {
             by_rev: OrdMap::new(),
             revision: 1,
             compacted: 0,
+            gap_every: 0,
+            changes: 0,
         }
+    }
+
+    /// Plant the revision-gap bug: every `n`th change raises the revision by two.
+    pub fn plant_gap(&mut self, every: u64) {
+        self.gap_every = every;
     }
 
     /// The current revision.
@@ -176,6 +188,11 @@ impl Store {
     pub fn finish(&mut self, changed: bool) {
         if changed {
             self.revision += 1;
+            self.changes += 1;
+            if self.gap_every > 0 && self.changes >= self.gap_every {
+                self.changes = 0;
+                self.revision += 1;
+            }
         }
     }
 
@@ -204,9 +221,12 @@ impl Store {
         for key in touched {
             let h = self.keys.get_mut(&key).expect("indexed key");
             let keep_from = h.partition_point(|e| e.main <= rev);
-            // The last change at or below `rev` stays if it is a version: a read at `rev` sees it.
+            // The last change at or below `rev` stays if it is a version (a read at `rev` sees
+            // it) or a deletion at `rev` itself: a watch from the compaction point owes it. (etcd
+            // drops that deletion too, and a watch from there misses it; the next compaction
+            // drops it here.)
             let mut cut = keep_from.saturating_sub(1);
-            if h.get(cut).is_some_and(|e| e.main <= rev && e.kv.is_none()) {
+            if h.get(cut).is_some_and(|e| e.main < rev && e.kv.is_none()) {
                 cut += 1;
             }
             if cut == 0 {
@@ -288,6 +308,8 @@ impl Store {
             by_rev: OrdMap::new(),
             revision,
             compacted,
+            gap_every: 0,
+            changes: 0,
         };
         for (k, h) in histories {
             let ordered = h

@@ -590,8 +590,12 @@ mod watchers {
         w.poll(m.store(), 0, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
-            w.progress(m.store()).header.unwrap().revision,
+            w.progress(m.store()).unwrap().header.unwrap().revision,
             m.store().revision()
+        );
+        assert!(
+            Watchers::new(1).progress(m.store()).is_none(),
+            "no watcher, no progress"
         );
     }
 
@@ -637,7 +641,14 @@ mod watchers {
             },
             0,
         );
-        assert!(dup.canceled && dup.cancel_reason.contains("duplicate"));
+        assert!(dup.canceled && dup.cancel_reason.contains("duplicate") && dup.watch_id == -1);
+        let empty = w.create(m.store(), &create("b", "a", 0), 0);
+        assert!(empty.canceled && empty.cancel_reason == crate::watch::EMPTY_RANGE);
+        // A cancelled watcher's id is not given again.
+        let next = w.create(m.store(), &create("k", "", 0), 0);
+        assert_eq!(next.watch_id, 1);
+        w.cancel(m.store(), 1).unwrap();
+        assert_eq!(w.create(m.store(), &create("k", "", 0), 0).watch_id, 2);
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! each). A watcher left behind the compaction point is cancelled with `compact_revision`, as
 //! etcd does. Responses carry the revision in their header; the server adds the rest.
 
-use crate::errors;
 use crate::etcdserverpb::{
     watch_create_request::FilterType, ResponseHeader, WatchCreateRequest, WatchResponse,
 };
@@ -18,8 +17,9 @@ use std::collections::BTreeMap;
 
 /// Revisions read for one watcher per poll.
 pub const REVISIONS_PER_POLL: usize = 1_000;
-/// etcd's reason for a duplicate client-chosen watch id.
+/// etcd's reasons for refusing a watch: a duplicate client-chosen id, a range that holds no key.
 pub const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+pub const EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 
 struct Watcher {
     span: Span,
@@ -88,40 +88,48 @@ impl Watchers {
     /// and cancelled one). Its events come from the next polls.
     pub fn create(&mut self, store: &Store, c: &WatchCreateRequest, now_us: u64) -> WatchResponse {
         let current = store.revision();
+        let span = Span::new(&c.key, &c.range_end);
+        let refusal = if c.watch_id != 0 && self.watchers.contains_key(&c.watch_id) {
+            Some(DUPLICATE_ID.to_string())
+        } else if matches!(&span, Span::Range(a, b) if b <= a) {
+            Some(EMPTY_RANGE.to_string())
+        } else if self.watchers.len() >= self.max {
+            Some(format!(
+                "too many watches on this stream (at most {})",
+                self.max
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // etcd: created and cancelled at once, with no watch id.
+            let mut r = response(current, -1);
+            r.created = true;
+            r.canceled = true;
+            r.cancel_reason = why;
+            return r;
+        }
         let id = if c.watch_id != 0 {
             c.watch_id
         } else {
+            // Ids given here are never given again on this stream (etcd 3.4).
             while self.watchers.contains_key(&self.next_id) {
                 self.next_id += 1;
             }
-            self.next_id
+            self.next_id += 1;
+            self.next_id - 1
         };
         let mut r = response(current, id);
         r.created = true;
-        if self.watchers.contains_key(&id) || self.watchers.len() >= self.max {
-            r.canceled = true;
-            r.cancel_reason = if self.watchers.contains_key(&id) {
-                DUPLICATE_ID.into()
-            } else {
-                format!("too many watches on this stream (at most {})", self.max)
-            };
-            return r;
-        }
         let filters: Vec<_> = c
             .filters
             .iter()
             .filter_map(|f| FilterType::try_from(*f).ok())
             .collect();
-        // A watch of "" names every key from "\0" (clientv3's WithPrefix of "").
-        let key = if c.key.is_empty() {
-            bytes::Bytes::from_static(&[0])
-        } else {
-            c.key.clone()
-        };
         self.watchers.insert(
             id,
             Watcher {
-                span: Span::new(&key, &c.range_end),
+                span,
                 next: if c.start_revision <= 0 {
                     current + 1
                 } else {
@@ -152,10 +160,11 @@ impl Watchers {
     }
 
     /// etcd's answer to a progress request, once [`Watchers::caught_up`]: every event up to
-    /// the revision in its header was sent (not tied to a watcher: etcd 3.4 names id -1).
-    pub fn progress(&self, store: &Store) -> WatchResponse {
+    /// the revision in its header was sent (not tied to a watcher: etcd 3.4 names id -1). A
+    /// stream without watchers gets none, as from etcd.
+    pub fn progress(&self, store: &Store) -> Option<WatchResponse> {
         debug_assert!(self.caught_up(store));
-        response(store.revision(), -1)
+        (!self.watchers.is_empty()).then(|| response(store.revision(), -1))
     }
 
     /// One pass: what each watcher owes, whole revisions only, at most [`REVISIONS_PER_POLL`]
@@ -170,8 +179,8 @@ impl Watchers {
             if w.next < store.compacted() {
                 let mut r = response(current, id);
                 r.canceled = true;
+                // etcd 3.4 gives no reason: clients read `compact_revision`.
                 r.compact_revision = store.compacted();
-                r.cancel_reason = errors::COMPACTED.message.into();
                 out.push(r);
                 cancelled.push(id);
                 continue;

@@ -206,27 +206,31 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         }
         None => None,
     };
-    let etcd = match (&built.etcd, cfg.etcd.listen) {
-        (Some(served), Some(addr)) => {
+    // Every replica of the etcd store runs a lessor (the one that leads revokes expired
+    // leases), whether or not it serves etcd clients.
+    let etcd_node = built.etcd.as_ref().map(|served| {
+        let handle = GroupHandle::new(cfg.etcd.group, cfg.node_id, tx.clone(), served.view.clone());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let peer_urls = members
+            .iter()
+            .map(|(id, a)| (*id, format!("{scheme}://{a}")))
+            .collect();
+        let node = etcd::EtcdNode::new(
+            cfg.node_id,
+            &cfg.cluster_id,
+            handle,
+            served.machine.clone(),
+            cfg.etcd.clone(),
+            peer_urls,
+        );
+        tokio::spawn(etcd::lessor::run(node.clone()));
+        node
+    });
+    let etcd = match (etcd_node, cfg.etcd.listen) {
+        (Some(node), Some(addr)) => {
             let listener = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen for etcd clients on {addr}"))?;
-            let handle =
-                GroupHandle::new(cfg.etcd.group, cfg.node_id, tx.clone(), served.view.clone());
-            let scheme = if tls.is_some() { "https" } else { "http" };
-            let peer_urls = members
-                .iter()
-                .map(|(id, a)| (*id, format!("{scheme}://{a}")))
-                .collect();
-            let node = etcd::EtcdNode::new(
-                cfg.node_id,
-                &cfg.cluster_id,
-                handle,
-                served.machine.clone(),
-                cfg.etcd.clone(),
-                peer_urls,
-            );
-            tokio::spawn(etcd::lessor::run(node.clone()));
             let builder = etcd::router(node);
             let server: futures_boxed::BoxFuture = match tls.clone().filter(|_| kv_tls) {
                 Some(t) => Box::pin(builder.serve_with_incoming(tls::grpc_incoming(listener, t))),

@@ -25,6 +25,7 @@
 //! snapshot compare sets of commands and those orders; the other checkers are unchanged.
 
 mod commute;
+pub mod etcd_model;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -62,6 +63,15 @@ pub enum Checker {
     /// An established leader had more than one configuration change in flight (docs/
     /// membership.md: one change at a time).
     Config,
+    /// etcd: a reply's revision, or what it found or changed, is not what the model of the
+    /// same log answers (gaps, doubles, a wrong Txn branch).
+    Revisions,
+    /// etcd: a read saw a state older than a write acknowledged before it began, or a state no
+    /// revision had; or a write acknowledged before another began is ordered after it.
+    Linearizable,
+    /// etcd: a watch stream skipped, repeated or reordered a revision, or sent events the
+    /// history does not have.
+    Watch,
     /// The protocol panicked (a failed assertion is a found bug).
     Panic,
 }
@@ -93,6 +103,9 @@ impl fmt::Display for Checker {
             Checker::GroupMessages => "group-messages",
             Checker::Session => "session",
             Checker::Config => "one-change-in-flight",
+            Checker::Revisions => "revisions",
+            Checker::Linearizable => "linearizable",
+            Checker::Watch => "watch",
             Checker::Panic => "panic",
         };
         f.write_str(s)

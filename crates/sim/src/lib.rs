@@ -224,6 +224,12 @@ pub enum App {
     /// session that writes keys, reads them at its replica and sometimes syncs first; the
     /// session checker: reads never go back, sync + read sees every acknowledged write.
     ZooKeeper(ZkApp),
+    /// etcd's store (synod_etcd::EtcdMachine) in every group; clients put, run Txns that
+    /// compare a mod revision, delete, grant and revoke leases, compact, read after a barrier
+    /// and keep a watch open. Checked against a model of etcd written apart (check::etcd_model):
+    /// every reply's revision exact, writes and reads linearizable, every watch stream complete
+    /// and in order.
+    Etcd(EtcdApp),
 }
 
 impl App {
@@ -233,6 +239,7 @@ impl App {
             "registers" => Some(App::Registers),
             "kv" => Some(App::Kv(KvApp::default())),
             "zookeeper" => Some(App::ZooKeeper(ZkApp::default())),
+            "etcd" => Some(App::Etcd(EtcdApp::default())),
             _ => None,
         }
     }
@@ -243,6 +250,7 @@ impl App {
             App::Registers => "registers",
             App::Kv(_) => "kv",
             App::ZooKeeper(_) => "zookeeper",
+            App::Etcd(_) => "etcd",
         }
     }
 }
@@ -282,6 +290,36 @@ impl Default for ZkApp {
             plant: None,
         }
     }
+}
+
+/// The etcd app's clients.
+#[derive(Clone, Debug)]
+pub struct EtcdApp {
+    /// Keys `k0..`: few, so that clients' Txns and watches meet each other's writes.
+    pub keys: u32,
+    /// A bug planted in the store or the watchers (to see the checkers catch it).
+    pub plant: Option<EtcdPlant>,
+}
+
+impl Default for EtcdApp {
+    fn default() -> Self {
+        EtcdApp {
+            keys: 8,
+            plant: None,
+        }
+    }
+}
+
+/// Bugs planted in the etcd app.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EtcdPlant {
+    /// Every fifth change skips a revision (synod_etcd::store::Store::plant_gap).
+    RevisionGap,
+    /// Watchers send two revisions in the wrong order (synod_etcd::watch::Plant).
+    WatchOutOfOrder,
+    /// A linearizable read served at once from the replica's state, without its barrier (the
+    /// server's `serializable` read given to a client that asked for a linearizable one).
+    LocalRead,
 }
 
 /// The SconeKV app's clients and buckets.

@@ -51,7 +51,8 @@ pub struct SimArgs {
     /// The groups' state machines and what clients ask of them: `opaque` (payloads the
     /// protocol orders, a machine that keeps nothing), `registers` (the register machine in
     /// every group; clients put keys and relay puts to other groups through the hosts) or
-    /// `zookeeper` (the ZooKeeper tree; clients are sessions, checked session by session).
+    /// `zookeeper` (the ZooKeeper tree; clients are sessions, checked session by session) or
+    /// `etcd` (etcd's store; replies, reads and watch streams checked against a model of etcd).
     #[arg(long, default_value = "opaque")]
     app: String,
     /// Plant a bug in every node's host, to see the checkers catch it:
@@ -283,8 +284,12 @@ pub fn run(args: SimArgs) -> Result<i32> {
         bail!("--groups must be between 1 and 64");
     }
     cfg.groups = args.groups;
-    cfg.app = synod_sim::App::named(&args.app)
-        .with_context(|| format!("--app {}: known are opaque, registers, zookeeper", args.app))?;
+    cfg.app = synod_sim::App::named(&args.app).with_context(|| {
+        format!(
+            "--app {}: known are opaque, registers, zookeeper, etcd (SconeKV: --kv)",
+            args.app
+        )
+    })?;
     if let Some(p) = &args.plant_host {
         cfg.host_bug = synod_host::HostBug::named(p).with_context(|| {
             let known: Vec<&str> = synod_host::HostBug::ALL.iter().map(|(n, _)| *n).collect();

@@ -459,6 +459,10 @@ impl Config {
             }
             check_protocol("kv.protocol", p, self.kv.replicas.min(members.len()))?;
         }
+        if self.etcd.enabled {
+            let p = self.etcd.protocol.as_deref().unwrap_or(&self.protocol);
+            check_protocol("etcd.protocol", p, members.len())?;
+        }
         Ok(())
     }
 

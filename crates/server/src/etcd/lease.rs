@@ -29,9 +29,6 @@ impl lease_server::Lease for Lease {
         n.check_leader(&req)?;
         let r = req.into_inner();
         let chosen = r.id != 0;
-        if r.id < 0 {
-            return Err(status(errors::LEASE_NOT_FOUND));
-        }
         // An id chosen here may (rarely) be taken: choose again.
         for _ in 0..3 {
             let id = if chosen { r.id } else { n.next_lease_id() };

@@ -1,7 +1,7 @@
 //! etcd's Maintenance and Cluster services: Status (the version clients gate features on),
 //! alarms, defragmentation, hashes, snapshots, and the member list. Membership changes and
 //! leader moves are refused with a reason: the store's group changes members with `synod
-//! members` (docs/membership.md), and Zab has no leader transfer yet.
+//! member` (docs/membership.md), and Zab has no leader transfer yet.
 
 use super::{status, Answer, EtcdNode, ETCD_VERSION};
 use std::pin::Pin;
@@ -140,11 +140,15 @@ impl maintenance_server::Maintenance for Maintenance {
 #[tonic::async_trait]
 impl cluster_server::Cluster for Cluster {
     async fn member_add(&self, _: Request<MemberAddRequest>) -> Answer<MemberAddResponse> {
-        Err(refused("MemberAdd (use `synod members`)"))
+        Err(refused(
+            "MemberAdd (use `synod member --group <etcd.group>`)",
+        ))
     }
 
     async fn member_remove(&self, _: Request<MemberRemoveRequest>) -> Answer<MemberRemoveResponse> {
-        Err(refused("MemberRemove (use `synod members`)"))
+        Err(refused(
+            "MemberRemove (use `synod member --group <etcd.group>`)",
+        ))
     }
 
     async fn member_update(&self, _: Request<MemberUpdateRequest>) -> Answer<MemberUpdateResponse> {

@@ -214,7 +214,11 @@ pub fn router(node: Arc<EtcdNode>) -> tonic::transport::server::Router {
     tonic::transport::Server::builder()
         .add_service(KvServer::new(kv::Kv(node.clone())).max_decoding_message_size(max))
         .add_service(WatchServer::new(watch::Watch(node.clone())).max_decoding_message_size(max))
-        .add_service(LeaseServer::new(lease::Lease(node.clone())))
-        .add_service(ClusterServer::new(maintenance::Cluster(node.clone())))
-        .add_service(MaintenanceServer::new(maintenance::Maintenance(node)))
+        .add_service(LeaseServer::new(lease::Lease(node.clone())).max_decoding_message_size(max))
+        .add_service(
+            ClusterServer::new(maintenance::Cluster(node.clone())).max_decoding_message_size(max),
+        )
+        .add_service(
+            MaintenanceServer::new(maintenance::Maintenance(node)).max_decoding_message_size(max),
+        )
 }

@@ -64,7 +64,7 @@ impl StreamTask {
                 self.watchers.poll(m.store(), now, &mut out);
                 let done = self.watchers.caught_up(m.store());
                 if done && progress {
-                    out.push(self.watchers.progress(m.store()));
+                    out.extend(self.watchers.progress(m.store()));
                 }
                 (out, done)
             };

@@ -21,7 +21,7 @@ use synod_host::{Hosted, SubmitResult};
 pub(super) struct Client {
     /// The group it works in.
     pub(super) group: usize,
-    node: usize,
+    pub(super) node: usize,
     /// Commands submitted and not yet answered, oldest first: (id, submitted at, tracked).
     outstanding: VecDeque<(u64, u64, bool)>,
     attempt: u64,
@@ -91,6 +91,8 @@ impl<P: Hosted> World<P> {
         let (node, g) = (self.clients[c].node, self.clients[c].group);
         let wr = match &self.cfg.app {
             App::ZooKeeper(app) => 1.0 - app.read_ratio,
+            // etcd's reads go through the log (a barrier, then the read where it applied).
+            App::Etcd(_) => 1.0,
             _ => self.cfg.workload.write_ratio,
         };
         let tracked_phase = self.stable_at.is_some();
@@ -174,6 +176,7 @@ impl<P: Hosted> World<P> {
         let n = self.clients[c].sent;
         let registers = matches!(self.cfg.app, App::Registers);
         let mut zk = None;
+        let mut etcd = None;
         let (payload, relay) = match op {
             Some(op) => (op.encode(self.cfg.workload.payload_bytes), None),
             None if registers => self.register_command(c, g, n),
@@ -186,6 +189,11 @@ impl<P: Hosted> World<P> {
                         None => self.zk_command(c, &app, now_ms),
                     };
                     zk = Some(cmd);
+                    (payload, None)
+                }
+                App::Etcd(_) => {
+                    let (payload, cmd) = self.etcd_command(c);
+                    etcd = Some(cmd);
                     (payload, None)
                 }
                 _ => (self.payload.clone(), None),
@@ -215,6 +223,9 @@ impl<P: Hosted> World<P> {
         }
         if let Some(cmd) = zk {
             self.zk_submitted(id, c, cmd);
+        }
+        if let Some(cmd) = etcd {
+            self.etcd_submitted(id, c, cmd);
         }
         self.clients[c]
             .outstanding
@@ -313,6 +324,8 @@ impl<P: Hosted> World<P> {
             if self.clients[c].conn == conn && self.clients[c].node == i {
                 self.zk_delivered(i, c, a);
             }
+            // Every etcd reply told must be true, whoever still waits for it.
+            self.etcd_delivered(i, c, a);
         }
         let cl = &self.clients[c];
         if cl.conn != conn || cl.node != i {

@@ -22,6 +22,7 @@
 mod app;
 mod clients;
 mod disk;
+mod etcd;
 mod kv;
 mod nemesis;
 mod net;
@@ -181,6 +182,8 @@ pub struct World<P: Protocol> {
     kv: Option<kv::KvWorld>,
     /// The ZooKeeper app's sessions, as its checker sees them.
     zk: Option<zk::ZkWorld>,
+    /// The etcd app's clients, replies, reads and watch streams.
+    etcd: Option<etcd::EtcdWorld>,
     /// Each group's configurations, as the checkers know them.
     ledgers: Vec<reconfig::Ledger>,
     /// Output buffers swapped with a host's (their capacity reused).
@@ -337,6 +340,10 @@ impl<P: Hosted> World<P> {
                 .collect(),
             zk: matches!(cfg.app, crate::App::ZooKeeper(_))
                 .then(|| zk::ZkWorld::new(cfg.workload.clients, groups)),
+            etcd: match &cfg.app {
+                crate::App::Etcd(app) => Some(etcd::EtcdWorld::new(app, cfg.workload.clients)),
+                _ => None,
+            },
             cfg,
         }
     }
@@ -552,6 +559,7 @@ impl<P: Hosted> World<P> {
         }
         self.app_checks();
         self.kv_checks();
+        self.etcd_checks();
     }
 
     /// The node an event runs on, when it runs on one (its CPU, its pause).

@@ -171,6 +171,8 @@ pub(super) struct Member<P: Protocol> {
     pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
     /// With the ZooKeeper app: the tree inside it.
     pub(super) zk: Option<Arc<Mutex<synod_zk::group::ZooKeeper>>>,
+    /// With the etcd app: the store inside it.
+    pub(super) etcd: Option<Arc<Mutex<synod_etcd::EtcdMachine>>>,
     pub(super) role: Role,
     pub(super) leader: Option<NodeId>,
     pub(super) epoch: u64,
@@ -190,6 +192,7 @@ impl<P: Protocol> Member<P> {
             register: m.register,
             kv: m.kv,
             zk: m.zk,
+            etcd: m.etcd,
             role: Role::Electing,
             leader: None,
             epoch: 0,

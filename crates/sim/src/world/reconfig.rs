@@ -141,6 +141,8 @@ impl<P: Hosted> World<P> {
                 upto: 0,
             }
             .to_bytes(),
+            // An etcd store's change carries a barrier (applied as nothing).
+            App::Etcd(_) => super::etcd::barrier(),
             _ => self.payload.clone(),
         };
         let change = Change {

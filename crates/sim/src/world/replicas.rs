@@ -23,6 +23,7 @@ pub(super) struct Machines {
     pub(super) register: Option<Arc<Mutex<Register>>>,
     pub(super) kv: Option<Arc<Mutex<synod_kv::KvMachine>>>,
     pub(super) zk: Option<Arc<Mutex<synod_zk::group::ZooKeeper>>>,
+    pub(super) etcd: Option<Arc<Mutex<synod_etcd::EtcdMachine>>>,
 }
 
 /// Group `g`'s state machine under `app` (of `groups`).
@@ -34,6 +35,7 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
             register: None,
             kv: None,
             zk: None,
+            etcd: None,
         },
         App::ZooKeeper(app) => {
             let t = Arc::new(Mutex::new(synod_zk::group::ZooKeeper::new(app.zxids)));
@@ -42,6 +44,7 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
                 register: None,
                 kv: None,
                 zk: Some(t),
+                etcd: None,
             }
         }
         App::Registers => {
@@ -51,6 +54,21 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
                 register: Some(r),
                 kv: None,
                 zk: None,
+                etcd: None,
+            }
+        }
+        App::Etcd(app) => {
+            let mut m = synod_etcd::EtcdMachine::new();
+            if app.plant == Some(crate::EtcdPlant::RevisionGap) {
+                m.plant_gap(5);
+            }
+            let m = Arc::new(Mutex::new(m));
+            Machines {
+                recorder: recorder(Box::new(Shared(m.clone()))),
+                register: None,
+                kv: None,
+                zk: None,
+                etcd: Some(m),
             }
         }
         App::Kv(kv) => {
@@ -60,6 +78,7 @@ pub(super) fn machine(app: &App, g: usize, groups: usize) -> Machines {
                 register: None,
                 kv: Some(m),
                 zk: None,
+                etcd: None,
             }
         }
     }
@@ -81,6 +100,7 @@ impl<P: Hosted> World<P> {
                 register,
                 kv,
                 zk,
+                etcd,
             } = machine(&self.cfg.app, g, groups);
             let restored = {
                 let m = &self.nodes[i].groups[g];
@@ -97,6 +117,7 @@ impl<P: Hosted> World<P> {
             self.nodes[i].groups[g].register = register;
             self.nodes[i].groups[g].kv = kv;
             self.nodes[i].groups[g].zk = zk;
+            self.nodes[i].groups[g].etcd = etcd;
             self.nodes[i].groups[g].leader = None;
             let cluster = Cluster::new(id, members.clone());
             let seed = mix(self.cfg.seed, (id as u64) << 32 | inc) ^ (g as u64) << 56;
