@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # synod against Apache ZooKeeper 3.8 and etcd 3.4 on this machine, one system at a time:
-# installs what is missing (Debian: zookeeper, etcd-server, protobuf-compiler for the etcd
-# client), builds synod with its etcd client, runs the matrix and writes
+# installs what is missing (Debian: zookeeper, etcd-server), builds synod, runs the matrix and
+# writes
 # docs/results/compare.{md,json,svg}. Extra arguments go to `synod bench compare`
 # (e.g. --duration 5s --clients 1,32).
 set -euo pipefail
@@ -10,7 +10,6 @@ cd "$(dirname "$0")/.."
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
-command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need[*]}"
@@ -21,8 +20,6 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-features=()
-command -v protoc >/dev/null 2>&1 && features=(--features etcd)
-echo "== building synod ${features[*]}"
-cargo build --release --locked -p synod "${features[@]}"
+echo "== building synod"
+cargo build --release --locked -p synod
 exec target/release/synod bench compare "$@"

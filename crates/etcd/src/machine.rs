@@ -20,6 +20,14 @@ use synod_core::wire::WireError;
 use synod_core::{Command, GroupMessage, Position, Snapshot, StateMachine};
 use tokio::sync::watch;
 
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
 /// Most leases whose renewal the lessor has not collected yet (beyond, the oldest news is
 /// dropped: the lessor then renews every lease it knows, which only errs late).
 const MAX_RENEWED: usize = 100_000;
@@ -34,6 +42,9 @@ pub struct EtcdMachine {
     renew_all: bool,
     /// The planted revision gap, if any.
     gap: u64,
+    /// FNV-1a over every command applied and its reply, in order: equal on replicas that
+    /// applied the same commands and answered them alike (O(1) to read; carried by snapshots).
+    rolling: u64,
 }
 
 impl Default for EtcdMachine {
@@ -59,6 +70,7 @@ impl EtcdMachine {
             renewed: BTreeSet::new(),
             renew_all: false,
             gap: 0,
+            rolling: FNV_OFFSET,
         }
     }
 
@@ -165,8 +177,9 @@ impl EtcdMachine {
     }
 
     /// The snapshot's bytes.
-    fn encode(store: &Store, leases: &Leases) -> Bytes {
+    fn encode(store: &Store, leases: &Leases, digest: u64) -> Bytes {
         let snap = log::Snapshot {
+            digest,
             revision: store.revision(),
             compacted: store.compacted(),
             keys: store
@@ -203,9 +216,10 @@ impl EtcdMachine {
         Bytes::from(snap.encode_to_vec())
     }
 
-    fn decode(data: Bytes) -> Result<(Store, Leases), WireError> {
+    fn decode(data: Bytes) -> Result<(Store, Leases, u64), WireError> {
         let snap = log::Snapshot::decode(data)
             .map_err(|_| WireError::Invalid("an etcd snapshot that does not decode"))?;
+        let digest = snap.digest;
         let histories = snap
             .keys
             .into_iter()
@@ -245,7 +259,7 @@ impl EtcdMachine {
         for (id, k) in attached {
             leases.attach(id, &k);
         }
-        Ok((store, leases))
+        Ok((store, leases, digest))
     }
 }
 
@@ -260,16 +274,19 @@ impl StateMachine for EtcdMachine {
                 result: Some(log::reply::Result::Failure(errors::NOT_CAPABLE.to_log())),
             },
         };
-        Bytes::from(reply.encode_to_vec())
+        let reply = Bytes::from(reply.encode_to_vec());
+        self.rolling = fnv(fnv(self.rolling, &command.payload), &reply);
+        reply
     }
 
     fn snapshot_view(&self) -> Box<dyn FnOnce() -> Bytes + Send> {
-        let (store, leases) = (self.store.clone(), self.leases.clone());
-        Box::new(move || EtcdMachine::encode(&store, &leases))
+        let (store, leases, digest) = (self.store.clone(), self.leases.clone(), self.rolling);
+        Box::new(move || EtcdMachine::encode(&store, &leases, digest))
     }
 
     fn restore(&mut self, snapshot: &Snapshot) -> Result<(), WireError> {
-        let (store, leases) = EtcdMachine::decode(snapshot.data.clone())?;
+        let (store, leases, digest) = EtcdMachine::decode(snapshot.data.clone())?;
+        self.rolling = digest;
         self.store = store;
         self.store.plant_gap(self.gap);
         self.leases = leases;
@@ -284,10 +301,6 @@ impl StateMachine for EtcdMachine {
     }
 
     fn digest(&self) -> u64 {
-        // FNV-1a over the snapshot's bytes: equal states encode alike (maps in key order).
-        let bytes = EtcdMachine::encode(&self.store, &self.leases);
-        bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
-        })
+        self.rolling
     }
 }

@@ -223,6 +223,7 @@ pub(super) fn template(
         keys,
         zipf: false,
         create_delete: false,
+        etcd_op: None,
         op_timeout: Duration::from_secs(10),
         quiet: false,
         label: String::new(),
@@ -239,12 +240,6 @@ pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
         if let Some(why) = crate::procs::missing(&kind) {
             eprintln!("skipping {name}: {why}");
             skipped.push(format!("{name}: {why}"));
-            continue;
-        }
-        if kind == Kind::Etcd && !cfg!(feature = "etcd") {
-            let why = "built without the etcd feature (scripts/bench-compare.sh builds it)";
-            eprintln!("skipping etcd: {why}");
-            skipped.push(format!("etcd: {why}"));
             continue;
         }
         let version = crate::procs::version(&kind);

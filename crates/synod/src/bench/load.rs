@@ -188,10 +188,10 @@ pub(super) async fn run_workload_probed(
         value_size: w.value_size,
         keys: w.keys,
         dist: if w.zipf { "zipfian" } else { "uniform" }.into(),
-        op: if w.create_delete {
-            "create-delete"
-        } else {
-            "set"
+        op: match w.etcd_op {
+            Some(op) => op.name(),
+            None if w.create_delete => "create-delete",
+            None => "set",
         }
         .into(),
         seconds: secs,
@@ -247,6 +247,8 @@ async fn client(
         errors: 0,
     };
     let mut seq = 0u64;
+    // etcd's compare-and-put: the mod revision this client last saw of each key.
+    let mut seen: std::collections::HashMap<usize, i64> = std::collections::HashMap::new();
     'conn: while !shared.stop.load(Ordering::Relaxed) {
         let mut conn = match Conn::open(w.proto, &w.servers[addr_i], w.op_timeout).await {
             Ok(conn) => conn,
@@ -261,7 +263,23 @@ async fn client(
         while !shared.stop.load(Ordering::Relaxed) {
             let write = rng.gen_range(0..100) < w.write_ratio;
             let t0 = Instant::now();
-            let res = if write && w.create_delete {
+            let res = if let Some(op) = w.etcd_op {
+                let n = if op == super::conn::EtcdOp::TxnMulti {
+                    4
+                } else {
+                    1
+                };
+                let mut picked: Vec<usize> = Vec::with_capacity(n);
+                while picked.len() < n.min(w.keys) {
+                    let k = pick(rng);
+                    if !picked.contains(&k) {
+                        picked.push(k);
+                    }
+                }
+                let keys: Vec<String> = picked.iter().map(|&k| key_path(k)).collect();
+                let s = seen.entry(picked[0]).or_insert(0);
+                tokio::time::timeout(w.op_timeout, conn.etcd_op(op, &keys, value, s)).await
+            } else if write && w.create_delete {
                 seq += 1;
                 let k = format!("/bench/c{c}-{seq}");
                 tokio::time::timeout(w.op_timeout, conn.create_delete(&k, value)).await

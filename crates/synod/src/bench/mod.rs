@@ -1,7 +1,7 @@
 //! `synod bench`: a closed-loop load generator that drives synod, Apache ZooKeeper (both through
-//! the ZooKeeper client protocol) and etcd (through its v3 gRPC API, with the `etcd` feature),
-//! and `synod bench compare | protocols | memory`, which start the clusters themselves and write
-//! results under docs/results/.
+//! the ZooKeeper client protocol) and etcd (through its v3 gRPC API, with the client crates/etcd
+//! generates), and `synod bench compare | protocols | memory | kv | etcd`, which start the
+//! clusters themselves and write results under docs/results/.
 //!
 //! Every client is one session with one request outstanding (closed loop). Latency is recorded
 //! in an HDR histogram per client (nanoseconds, 3 significant digits) during the measured window
@@ -15,6 +15,7 @@
 //! | `cost.rs` | the servers' peer messages, bytes and CPU time in the measured window |
 //! | `machine_cpu.rs` | the whole machine's CPU in the measured window (/proc/stat) |
 //! | `compare.rs` | `bench compare`: synod against ZooKeeper and etcd, markdown and SVG |
+//! | `etcd.rs` | `bench etcd`: etcd's protocol against synod's etcd API and etcd 3.4 |
 //! | `protocols.rs` | `bench protocols`: synod's replication protocols on real processes |
 //! | `memory.rs` | `bench memory`: resident memory with many znodes |
 //! | `kv.rs`, `kv_report.rs` | `bench kv`: YCSB transactions against SconeKV, beside the thesis |
@@ -28,6 +29,7 @@ use std::time::Duration;
 mod compare;
 mod conn;
 mod cost;
+mod etcd;
 pub mod kv;
 mod kv_report;
 mod load;
@@ -57,6 +59,10 @@ enum BenchCmd {
     Memory(memory::MemoryArgs),
     /// YCSB workloads A, B, C and F as transactions against SconeKV (the thesis's evaluation).
     Kv(kv::KvBenchArgs),
+    /// etcd's protocol (Put, linearizable Range, a compare-and-put Txn, a four-key Txn) against
+    /// synod's etcd API and etcd 3.4, 3 nodes each; writes docs/results/etcd-compare.md with
+    /// `--out docs/results`.
+    Etcd(etcd::EtcdBenchArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -178,6 +184,8 @@ struct Workload {
     keys: usize,
     zipf: bool,
     create_delete: bool,
+    /// etcd's protocol only: this operation instead of the write ratio's sets and gets.
+    etcd_op: Option<conn::EtcdOp>,
     op_timeout: Duration,
     quiet: bool,
     label: String,
@@ -234,6 +242,7 @@ impl Workload {
             keys: a.keys,
             zipf,
             create_delete,
+            etcd_op: None,
             op_timeout: a.op_timeout,
             quiet: a.quiet,
             label: a.target.clone(),
@@ -263,6 +272,7 @@ pub fn run(args: BenchArgs) -> Result<i32> {
         Some(BenchCmd::Protocols(p)) => rt.block_on(protocols::protocols(p)),
         Some(BenchCmd::Memory(m)) => rt.block_on(memory::memory(m)),
         Some(BenchCmd::Kv(k)) => rt.block_on(kv::bench(k)),
+        Some(BenchCmd::Etcd(e)) => rt.block_on(etcd::bench(e)),
     }
 }
 
