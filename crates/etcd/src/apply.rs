@@ -241,8 +241,9 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The revision a write's response names (etcd: the next one for a put; a delete that
-    /// removed nothing in a request that changed nothing names the current one).
+    /// Put a key (checked by [`check_put_applied`]): its create revision and version carry
+    /// on from its live version; its lease changes hands. The response names the request's
+    /// revision, as etcd's does.
     fn put(&mut self, r: &PutRequest) -> PutResponse {
         let prev = self.store.get(&r.key);
         let value = match (&prev, r.ignore_value) {
@@ -283,7 +284,8 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Delete every live key of a span.
+    /// Delete every live key of a span. The response names the request's revision, or the
+    /// current one if nothing in the request changed anything (etcd's rule).
     pub fn delete(&mut self, span: &Span, prev_kv: bool) -> DeleteRangeResponse {
         let latest = self.latest();
         let gone: Vec<KeyValue> = self.store.range(span, latest).collect();

@@ -36,7 +36,8 @@ fn refused(what: &str) -> Status {
 
 #[tonic::async_trait]
 impl maintenance_server::Maintenance for Maintenance {
-    async fn alarm(&self, _: Request<AlarmRequest>) -> Answer<AlarmResponse> {
+    async fn alarm(&self, req: Request<AlarmRequest>) -> Answer<AlarmResponse> {
+        self.0.check_leader(&req)?;
         // No alarm is ever raised: a full disk stops the node's writes instead (docs/etcd.md).
         Ok(Response::new(AlarmResponse {
             header: self.0.current_header(),
@@ -44,8 +45,9 @@ impl maintenance_server::Maintenance for Maintenance {
         }))
     }
 
-    async fn status(&self, _: Request<StatusRequest>) -> Answer<StatusResponse> {
+    async fn status(&self, req: Request<StatusRequest>) -> Answer<StatusResponse> {
         let n = &self.0;
+        n.check_leader(&req)?;
         let view = n.handle.view();
         let (applied, size) = {
             let m = n.machine.lock().expect("etcd machine");
@@ -68,15 +70,17 @@ impl maintenance_server::Maintenance for Maintenance {
         }))
     }
 
-    async fn defragment(&self, _: Request<DefragmentRequest>) -> Answer<DefragmentResponse> {
+    async fn defragment(&self, req: Request<DefragmentRequest>) -> Answer<DefragmentResponse> {
+        self.0.check_leader(&req)?;
         // The store is in memory and its log is compacted by snapshots: nothing to do.
         Ok(Response::new(DefragmentResponse {
             header: self.0.current_header(),
         }))
     }
 
-    async fn hash(&self, _: Request<HashRequest>) -> Answer<HashResponse> {
+    async fn hash(&self, req: Request<HashRequest>) -> Answer<HashResponse> {
         let n = &self.0;
+        n.check_leader(&req)?;
         let hash = {
             let m = n.machine.lock().expect("etcd machine");
             m.store().hash_kv(m.store().revision())
@@ -89,6 +93,7 @@ impl maintenance_server::Maintenance for Maintenance {
 
     async fn hash_kv(&self, req: Request<HashKvRequest>) -> Answer<HashKvResponse> {
         let n = &self.0;
+        n.check_leader(&req)?;
         let rev = req.into_inner().revision;
         let (hash, compact) = {
             let m = n.machine.lock().expect("etcd machine");
@@ -104,8 +109,9 @@ impl maintenance_server::Maintenance for Maintenance {
 
     type SnapshotStream = SnapshotStream;
 
-    async fn snapshot(&self, _: Request<SnapshotRequest>) -> Answer<Self::SnapshotStream> {
+    async fn snapshot(&self, req: Request<SnapshotRequest>) -> Answer<Self::SnapshotStream> {
         let n = self.0.clone();
+        n.check_leader(&req)?;
         let view = {
             let m = n.machine.lock().expect("etcd machine");
             synod_core::StateMachine::snapshot_view(&*m)

@@ -18,6 +18,8 @@ pub mod kv;
 pub mod lease;
 pub mod lessor;
 pub mod maintenance;
+#[cfg(test)]
+mod tests;
 pub mod watch;
 
 use crate::host::{GroupHandle, SubmitError};
