@@ -2,9 +2,10 @@
 etcd's API on every node) and against a real etcd 3.4 (Debian's etcd-server, one member, plain
 text), so a test checks etcd's behaviour, not ours.
 
-Ports: synod's dev cluster from 24500 (ZooKeeper 24501-24503, TLS 24601-24603, peers
-25201-25203, admin 31501-31503, KV 24480-24482, etcd 24379-24381); etcd on 24390 (client) and
-24391 (peer). All below Linux's ephemeral range (32768-60999).
+Ports: synod's dev cluster from 25000 (ZooKeeper 25001-25003, TLS 25101-25103, peers
+25701-25703, admin 32001-32003, KV 24480-24482, etcd 24379-24381); etcd on 24390 (client) and
+24391 (peer). All below Linux's ephemeral range (32768-60999), and apart from tests/ops's
+(30400-31599): a replica left running would answer another suite's requests.
 """
 
 import os
@@ -68,6 +69,8 @@ def wait_healthy(t, proc, log, timeout=60):
 
 
 def stop(proc):
+    """Stop a server started in a session of its own, and everything in its process group
+    (`synod dev`'s replicas too, if it could not stop them)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
@@ -75,6 +78,10 @@ def stop(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +89,7 @@ def synod_etcd():
     work = tempfile.mkdtemp(prefix="synod-etcd-")
     log = os.path.join(work, "dev.log")
     proc = subprocess.Popen(
-        [SYNOD, "dev", "--kv", "--data", os.path.join(work, "data"), "--base-port", "24500",
+        [SYNOD, "dev", "--kv", "--data", os.path.join(work, "data"), "--base-port", "25000",
          "--kv-port", "24480", "--etcd-port", str(SYNOD_ETCD_PORT)],
         stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
     )
