@@ -84,6 +84,8 @@ pub(super) struct EtcdWorld {
     replies: Vec<(u64, u64, u32, log::Reply)>,
     reads: Vec<Read>,
     clients: Vec<Client>,
+    /// The largest revision a reply has named (the clients compact behind it).
+    max_revision: i64,
 }
 
 impl EtcdWorld {
@@ -93,6 +95,7 @@ impl EtcdWorld {
             commands: HashMap::new(),
             replies: Vec::new(),
             reads: Vec::new(),
+            max_revision: 1,
             clients: (0..clients)
                 .map(|_| Client {
                     next: 1,
@@ -134,7 +137,7 @@ impl<P: Hosted> World<P> {
         let u = self.rng.next_u64() % 100;
         let k = (self.rng.next_u64() % keys as u64) as u32;
         let k2 = (k + 1 + (self.rng.next_u64() % (keys as u64 - 1)) as u32) % keys;
-        let max_rev = self.etcd_max_acked();
+        let max_rev = self.etcd.as_ref().map_or(1, |e| e.max_revision);
         let e = self.etcd.as_mut().expect("etcd");
         let cl = &mut e.clients[c];
         cl.seq += 1;
@@ -221,17 +224,6 @@ impl<P: Hosted> World<P> {
         }
     }
 
-    /// The largest revision of a reply told so far.
-    fn etcd_max_acked(&self) -> i64 {
-        self.etcd.as_ref().map_or(1, |e| {
-            e.replies
-                .iter()
-                .filter_map(|(_, _, _, r)| revision_of(r))
-                .max()
-                .unwrap_or(1)
-        })
-    }
-
     /// Command `a` of client `c` was delivered at node `i` and told to the client: record the
     /// reply; after a barrier, read there; then poll the watches at node `i`.
     pub(super) fn etcd_delivered(&mut self, i: usize, c: usize, a: &Applied) {
@@ -272,6 +264,7 @@ impl<P: Hosted> World<P> {
             e.clients[c].seen.insert(key_index(&p.key), rev);
         }
         let read = matches!(cmd, C::Barrier(_)) && matches!(reply.result, Some(R::Barrier(_)));
+        e.max_revision = e.max_revision.max(revision_of(&reply).unwrap_or(1));
         e.replies.push((a.id, now, node, reply));
         if read && e.app.plant != Some(EtcdPlant::LocalRead) {
             self.etcd_read(i, g, submitted);
