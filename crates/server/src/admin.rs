@@ -256,11 +256,10 @@ async fn health(State(s): State<Arc<AdminState>>) -> Response {
 
 async fn status(State(s): State<Arc<AdminState>>) -> Response {
     let st = s.status.lock().expect("status").clone();
-    (
-        [("content-type", "application/json")],
-        serde_json::to_string(&st).expect("status serialises"),
-    )
-        .into_response()
+    let mut body = serde_json::to_value(&st).expect("status serialises");
+    body["version"] = crate::version::VERSION.into();
+    body["commit"] = crate::version::COMMIT.into();
+    ([("content-type", "application/json")], body.to_string()).into_response()
 }
 
 fn znode(key: &str) -> Option<String> {

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod tls;
 pub mod transport;
+pub mod version;
 
 use anyhow::{Context, Result};
 use config::Config;
@@ -297,6 +298,7 @@ pub async fn run(mut cfg: Config) -> Result<()> {
         groups = built.protocols.len(),
         fd_limit,
         max_connections = cfg.zookeeper.max_connections,
+        version = crate::version::DESCRIBE,
         "synod node started"
     );
     let host = Driver::new(

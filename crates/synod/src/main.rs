@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "synod",
-    version,
+    version = synod_server::version::DESCRIBE,
     about = "synod: a replicated coordination service"
 )]
 struct Cli {
