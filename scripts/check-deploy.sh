@@ -332,7 +332,7 @@ validate deploy/k8s/synod.yaml
 echo "   deploy/k8s/synod.yaml: up to date with the chart ($(kinds deploy/k8s/synod.yaml)), schemas of Kubernetes ${KUBE_VERSIONS// /, }"
 
 echo "== deploy: Prometheus alert rules (promtool)"
-sed 's/synod_role == 0/synod_role == = 0/' deploy/prometheus/alerts.yaml >"$work/alerts-bad.yaml"
+sed 's/synod_group_role == 0/synod_group_role == = 0/' deploy/prometheus/alerts.yaml >"$work/alerts-bad.yaml"
 expect_failure "alert rules with a PromQL syntax error" promtool check rules "$work/alerts-bad.yaml"
 mkdir -p "$work/rules-neg"
 sed 's/> 0.05$/> 5/' deploy/prometheus/alerts.yaml >"$work/rules-neg/alerts.yaml"
@@ -343,15 +343,15 @@ promtool check rules deploy/prometheus/alerts.yaml
 promtool test rules deploy/prometheus/alerts.test.yaml
 
 echo "== deploy: Grafana dashboard and alerts against a live node's /metrics"
-# A 3-replica paxos cluster (paxos exports synod_protocol too), just long enough to scrape it.
+# A 3-replica paxos cluster (paxos exports synod_protocol_* too), just long enough to scrape it.
 dev_flags=(--insecure)   # plain HTTP on the admin port, for curl
 port=$((20000 + RANDOM % 20000))
 "$SYNOD_BIN" dev --nodes 3 --protocol paxos --base-port "$port" --data "$work/dev" "${dev_flags[@]}" >"$work/dev.log" 2>&1 &
 dev_pid=$!
 metrics_ok=0
 for _ in $(seq 1 50); do
-  if curl -sf "http://127.0.0.1:$((port + 7001))/metrics" >"$work/metrics.txt" && grep -q '^synod_role' "$work/metrics.txt" &&
-    grep -q '^synod_protocol' "$work/metrics.txt"; then
+  if curl -sf "http://127.0.0.1:$((port + 7001))/metrics" >"$work/metrics.txt" && grep -q '^synod_group_role' "$work/metrics.txt" &&
+    grep -q '^synod_protocol_' "$work/metrics.txt" && grep -q '^synod_zk_znodes' "$work/metrics.txt"; then
     metrics_ok=1
     break
   fi
@@ -359,12 +359,12 @@ for _ in $(seq 1 50); do
 done
 kill "$dev_pid"; wait "$dev_pid" 2>/dev/null || true; dev_pid=""
 [ "$metrics_ok" = 1 ] || { cat "$work/dev.log"; fail "no /metrics from synod dev"; }
-sed 's/synod_fsync_latency_seconds_bucket/synod_fsync_seconds_bucket/' deploy/grafana/synod.json >"$work/dash-renamed.json"
+sed 's/synod_wal_fsync_duration_seconds_bucket/synod_wal_fsync_seconds_bucket/' deploy/grafana/synod.json >"$work/dash-renamed.json"
 expect_failure "a dashboard querying a metric synod does not export" \
   "$py/bin/python" deploy/check/observability.py "$work/dash-renamed.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
-sed 's/kind=\\"bytes_in\\"/kind=\\"bytes_received\\"/' deploy/grafana/synod.json >"$work/dash-kind.json"
+sed 's/group=\\"0\\"/group=\\"zero\\"/' deploy/grafana/synod.json >"$work/dash-kind.json"
 cmp -s deploy/grafana/synod.json "$work/dash-kind.json" && fail "the label-value test changed nothing"
-expect_failure "a dashboard selecting a transport kind synod does not have" \
+expect_failure "a dashboard selecting a group synod does not have" \
   "$py/bin/python" deploy/check/observability.py "$work/dash-kind.json" deploy/prometheus/alerts.yaml "$work/metrics.txt" "$work/r.yaml"
 head -c 2000 deploy/grafana/synod.json >"$work/dash-cut.json"
 expect_failure "a dashboard that is not valid JSON" \

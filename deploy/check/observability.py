@@ -12,8 +12,9 @@ OUT_RULES  written here: every dashboard query as a recording rule, for `promtoo
 Fails (exit 1, one line per problem) on: a dashboard that is not JSON or lacks what Grafana
 needs to import it (title, uid, the datasource variable, panels with ids, positions and
 queries), two panels in one place, a query on a data source other than the variable, any
-synod_* series named by a query or a rule that the node does not export, and a literal label
-value (kind="bytes_in") the node's samples of that series never carry.
+synod_* series named by a query or a rule that the node does not export (a `__name__=~"..."`
+matcher must match at least one exported name), and a literal label value (group="0") the
+node's samples of that series never carry.
 """
 import json
 import re
@@ -30,6 +31,8 @@ GRAFANA_VARS = {
     "${datasource}": "prometheus",
 }
 METRIC = re.compile(r"\bsynod_[a-z0-9_]+\b")
+# A selector by name pattern, e.g. {__name__=~"synod_protocol_.+"} (every core reading).
+NAME_REGEX = re.compile(r'__name__\s*(=~|!~)\s*"([^"]*)"')
 
 
 SUFFIXES = {
@@ -75,8 +78,8 @@ MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|=)\s*"([^"]*)"')
 
 
 def check_label_values(where, expr, labels, problems):
-    """A matcher on a label the node exports with literal values (kind="bytes_in",
-    kind=~"a|b") must name values the node has: a renamed kind would match nothing."""
+    """A matcher on a label the node exports with literal values (group="0",
+    kind=~"a|b") must name values the node has: a renamed value would match nothing."""
     for name, body in SELECTOR.findall(expr):
         for label, op, value in MATCHER.findall(body):
             have = labels.get(name, {}).get(label)
@@ -165,6 +168,10 @@ def main():
     if not any(n.startswith("synod_") for n in exported):
         problems.append(f"{metrics_path}: no synod_ metric at all: not a synod node's /metrics")
     for where, e in exprs:
+        for op, rx in NAME_REGEX.findall(e):
+            if op == "=~" and not any(re.fullmatch(rx, n) for n in exported):
+                problems.append(f"{where}: no exported series matches __name__=~{rx!r}")
+        e = NAME_REGEX.sub("", e)
         for name in sorted(set(METRIC.findall(e))):
             if name not in exported:
                 problems.append(f"{where}: {name} is not a metric synod exports")

@@ -268,6 +268,8 @@ pub async fn run(mut cfg: Config) -> Result<()> {
                 built.zookeeper.machine.clone(),
                 zk,
             );
+            let source: Arc<dyn metrics::ZkSource> = f.clone();
+            metrics.zookeeper(Arc::downgrade(&source));
             if let (Some(sl), Some(t)) = (secure_client_listener, tls.clone()) {
                 tokio::spawn(f.clone().serve_tls(sl, t));
             }

@@ -1,5 +1,30 @@
-//! Prometheus metrics of a node (text format on the admin port's `/metrics`): the host's
-//! write-ahead log and transport, and every group's replica, labelled `group="<id>"`.
+//! Prometheus metrics of a node (text format on the admin port's `/metrics`), named by
+//! Prometheus' conventions: a counter is a counter and ends in `_total`, a gauge is a gauge,
+//! units are in the name (`_seconds`, `_bytes`), and every name starts with its subsystem:
+//!
+//! | prefix | what |
+//! |---|---|
+//! | `synod_build_info` | version and commit of the binary (value 1) |
+//! | `synod_wal_` | the shared write-ahead log: fdatasyncs, group commit, size on disk |
+//! | `synod_peer_` | the peer transport: frames and bytes (apart), refused and dropped input |
+//! | `synod_tls_` | the node's certificate |
+//! | `synod_group_` | every group's replica, labelled `group="<id>"`: commands, view, snapshots |
+//! | `synod_protocol_` | the protocol core's own readings ([`readings`]), labelled `group` |
+//! | `synod_zk_` | the ZooKeeper client port (`mntr`'s numbers, limits, SASL) |
+//! | `synod_kv_` | SconeKV transactions decided at this node |
+//! | `synod_etcd_` | the etcd API: requests by method |
+//!
+//! Costs: the write path only touches atomics and pre-resolved handles (a group's handles are
+//! looked up once); numbers kept elsewhere (the transport's atomics, the ZooKeeper tree's sizes,
+//! the cores' readings) are read at scrape time by collectors ([`scraped`]), and nothing walks
+//! the data tree.
+
+mod readings;
+mod scraped;
+#[cfg(test)]
+mod tests;
+
+pub use scraped::{LatencyHistogram, ZkSample, ZkSource};
 
 use crate::transport::TransportStats;
 use prometheus_client::encoding::text::encode;
@@ -10,29 +35,18 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use synod_core::GroupId;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    pub kind: &'static str,
-}
+/// The subsystems a metric name may start with (after `synod_`).
+pub const SUBSYSTEMS: &[&str] = &[
+    "build", "wal", "peer", "tls", "group", "protocol", "zk", "kv", "etcd",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupLabel {
     pub group: String,
 }
-
-/// A protocol core's own gauge (`Protocol::gauges`): its group and the core's name for it.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct GroupNameLabel {
-    pub group: String,
-    pub name: &'static str,
-}
-
-/// A gauge of floating-point values.
-pub type FloatGauge = Gauge<f64, AtomicU64>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupKindLabel {
@@ -76,7 +90,6 @@ struct GroupFamilies {
     messages_sent: Family<GroupKindLabel, Counter>,
     messages_received: Family<GroupKindLabel, Counter>,
     group_messages: Family<GroupLabel, Counter>,
-    core: Family<GroupNameLabel, FloatGauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -87,6 +100,11 @@ pub struct LimitLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
 }
 
 /// Counters of the ZooKeeper client port's defences: limits that refused or slowed a client
@@ -115,6 +133,77 @@ pub fn zk_front() -> &'static ZkFrontCounters {
     C.get_or_init(ZkFrontCounters::default)
 }
 
+/// Why a SconeKV transaction aborted, as a bounded label: the decision's free-text reason
+/// (crates/kv/src/twopc.rs) mapped onto a few values.
+pub fn kv_abort_reason(reason: &str) -> &'static str {
+    if reason.starts_with("the version of") {
+        // Validation failed: a key changed since the transaction read it.
+        "conflict"
+    } else if reason == "aborted by the client" {
+        "client"
+    } else if reason.starts_with("malformed") {
+        "malformed"
+    } else {
+        "other"
+    }
+}
+
+/// SconeKV transactions decided at this node (the node the client called, which submits the
+/// commit to the coordinator bucket): `synod_kv_commits_total`,
+/// `synod_kv_aborts_total{reason}` ([`kv_abort_reason`]), and `synod_kv_undecided_total`
+/// (no decision came back: refused, busy, unavailable or timed out; the outcome is unknown to
+/// the client). One set per process.
+#[derive(Clone, Default)]
+pub struct KvCounters {
+    commits: Counter,
+    aborts: Family<ReasonLabel, Counter>,
+    undecided: Counter,
+}
+
+impl KvCounters {
+    pub fn committed(&self) {
+        self.commits.inc();
+    }
+    pub fn aborted(&self, reason: &str) {
+        let reason = kv_abort_reason(reason);
+        self.aborts.get_or_create(&ReasonLabel { reason }).inc();
+    }
+    pub fn undecided(&self) {
+        self.undecided.inc();
+    }
+}
+
+/// The process's SconeKV counters.
+pub fn kv() -> &'static KvCounters {
+    static C: std::sync::OnceLock<KvCounters> = std::sync::OnceLock::new();
+    C.get_or_init(KvCounters::default)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    pub method: &'static str,
+}
+
+/// Requests to this node's etcd API, by gRPC method (`synod_etcd_requests_total{method}`,
+/// e.g. `Range`, `Put`, `Txn`; a `Watch` or `LeaseKeepAlive` stream counts once, when opened).
+/// One set per process.
+#[derive(Clone, Default)]
+pub struct EtcdCounters {
+    requests: Family<MethodLabel, Counter>,
+}
+
+impl EtcdCounters {
+    pub fn request(&self, method: &'static str) {
+        self.requests.get_or_create(&MethodLabel { method }).inc();
+    }
+}
+
+/// The process's etcd counters.
+pub fn etcd() -> &'static EtcdCounters {
+    static C: std::sync::OnceLock<EtcdCounters> = std::sync::OnceLock::new();
+    C.get_or_init(EtcdCounters::default)
+}
+
 pub struct Metrics {
     registry: Registry,
     /// One WAL batch: its write and fdatasync.
@@ -132,7 +221,10 @@ pub struct Metrics {
     /// and at each reload.
     pub tls_certificate_expiry: Gauge,
     pub transport: Arc<TransportStats>,
-    transport_gauges: Family<KindLabel, Gauge>,
+    /// The ZooKeeper client port, read at scrape time (none until [`Metrics::zookeeper`]).
+    zk: Arc<Mutex<Option<Weak<dyn ZkSource>>>>,
+    /// The cores' readings, by group, as last sampled.
+    readings: Arc<readings::Readings>,
     groups: GroupFamilies,
 }
 
@@ -140,6 +232,7 @@ pub struct Metrics {
 #[derive(Clone)]
 pub struct GroupMetrics {
     label: String,
+    id: GroupId,
     pub commit_latency: Histogram,
     pub batch_commands: Histogram,
     pub submitted: Counter,
@@ -160,8 +253,7 @@ pub struct GroupMetrics {
     received: HashMap<&'static str, Counter>,
     sent_family: Family<GroupKindLabel, Counter>,
     received_family: Family<GroupKindLabel, Counter>,
-    core: HashMap<&'static str, FloatGauge>,
-    core_family: Family<GroupNameLabel, FloatGauge>,
+    readings: Arc<readings::Readings>,
 }
 
 impl GroupMetrics {
@@ -176,22 +268,10 @@ impl GroupMetrics {
                 .clone()
         })
     }
-    /// Set the core's gauges (`Protocol::gauges`: names are the core's, static and few).
+    /// Record the core's readings (`Protocol::gauges`: names are the core's, static and few),
+    /// exported as `synod_protocol_<name>` at the next scrape ([`readings`]).
     pub fn set_core(&mut self, gauges: &[(&'static str, f64)]) {
-        for &(name, v) in gauges {
-            let (label, family) = (&self.label, &self.core_family);
-            self.core
-                .entry(name)
-                .or_insert_with(|| {
-                    family
-                        .get_or_create(&GroupNameLabel {
-                            group: label.clone(),
-                            name,
-                        })
-                        .clone()
-                })
-                .set(v);
-        }
+        self.readings.set(self.id, gauges);
     }
     pub fn received(&mut self, kind: &'static str) -> &Counter {
         let (label, family) = (&self.label, &self.received_family);
@@ -226,7 +306,6 @@ impl Metrics {
             messages_sent: Family::default(),
             messages_received: Family::default(),
             group_messages: Family::default(),
-            core: Family::default(),
         };
         let m = Metrics {
             registry: Registry::default(),
@@ -240,71 +319,67 @@ impl Metrics {
             peer_send_queue: Gauge::default(),
             tls_certificate_expiry: Gauge::default(),
             transport,
-            transport_gauges: Family::default(),
+            zk: Arc::new(Mutex::new(None)),
+            readings: Arc::new(readings::Readings::default()),
             groups,
         };
-        let mut r = Registry::with_prefix("synod");
+        let mut root = Registry::with_prefix("synod");
+        root.register_collector(Box::new(scraped::BuildInfo));
+
+        let r = root.sub_registry_with_prefix("wal");
         r.register(
-            "zk_limited",
-            "ZooKeeper clients refused, closed, failed or slowed by a limit (label: the [zookeeper] key)",
-            zk_front().limited.clone(),
-        );
-        r.register(
-            "zk_sasl",
-            "SASL DIGEST-MD5 exchanges on the ZooKeeper client port, by outcome",
-            zk_front().sasl.clone(),
-        );
-        r.register(
-            "fsync_latency_seconds",
+            "fsync_duration_seconds",
             "Duration of one WAL batch write and fdatasync",
             m.fsync_latency.clone(),
         );
         r.register(
-            "wal_fsyncs",
+            "fsyncs",
             "fdatasyncs of the write-ahead log (one per batch, whatever the groups in it)",
             m.fsyncs.clone(),
         );
         r.register(
-            "wal_records_per_fsync",
+            "records_per_fsync",
             "Storage ops of every group made durable by one fdatasync (group commit)",
             m.records_per_fsync.clone(),
         );
         r.register(
-            "wal_groups_per_fsync",
+            "groups_per_fsync",
             "Groups with a storage op in one fdatasync",
             m.groups_per_fsync.clone(),
         );
         r.register(
-            "log_bytes",
+            "size_bytes",
             "Bytes of write-ahead log on disk",
             m.log_bytes.clone(),
         );
         r.register(
-            "log_segments",
+            "segments",
             "Segment files of the write-ahead log",
             m.log_segments.clone(),
         );
         r.register(
-            "log_segments_deleted",
+            "segments_deleted",
             "Log segments unlinked because every group compacted past them",
             m.log_segments_deleted.clone(),
         );
+
+        let r = root.sub_registry_with_prefix("peer");
         r.register(
-            "peer_send_queue",
+            "send_queue_messages",
             "Messages queued for peers, all peers together",
             m.peer_send_queue.clone(),
         );
+        r.register_collector(Box::new(scraped::Transport(m.transport.clone())));
+
+        let r = root.sub_registry_with_prefix("tls");
         r.register(
-            "tls_certificate_expiry_timestamp_seconds",
+            "certificate_expiry_timestamp_seconds",
             "When this node's TLS certificate expires, Unix seconds (0 without TLS)",
             m.tls_certificate_expiry.clone(),
         );
-        r.register(
-            "transport",
-            "Peer transport counters",
-            m.transport_gauges.clone(),
-        );
+
         let g = &m.groups;
+        let r = root.sub_registry_with_prefix("group");
         r.register(
             "commit_latency_seconds",
             "Time from a client's submission at this replica to its delivery here",
@@ -321,7 +396,7 @@ impl Metrics {
             g.submitted.clone(),
         );
         r.register(
-            "deliveries",
+            "delivered",
             "Commands delivered (applied) at this replica",
             g.deliveries.clone(),
         );
@@ -367,7 +442,7 @@ impl Metrics {
             g.pending_requests.clone(),
         );
         r.register(
-            "outbox_held",
+            "outbox_held_messages",
             "Messages held back until a log write is durable",
             g.outbox_held.clone(),
         );
@@ -382,17 +457,58 @@ impl Metrics {
             g.messages_received.clone(),
         );
         r.register(
-            "group_messages",
+            "cross_group_messages",
             "Messages this group's state machine sent to other groups (from the leader)",
             g.group_messages.clone(),
         );
+
+        let r = root.sub_registry_with_prefix("protocol");
+        r.register_collector(Box::new(readings::Collector(m.readings.clone())));
+
+        let r = root.sub_registry_with_prefix("zk");
         r.register(
-            "protocol",
-            "The protocol core's own gauges and counters, by name (e.g. paxos_view_changes, \
-             mencius_revocations)",
-            g.core.clone(),
+            "limited",
+            "ZooKeeper clients refused, closed, failed or slowed by a limit (label: the [zookeeper] key)",
+            zk_front().limited.clone(),
         );
-        Metrics { registry: r, ..m }
+        r.register(
+            "sasl",
+            "SASL DIGEST-MD5 exchanges on the ZooKeeper client port, by outcome",
+            zk_front().sasl.clone(),
+        );
+        r.register_collector(Box::new(scraped::ZooKeeper(m.zk.clone())));
+
+        let r = root.sub_registry_with_prefix("kv");
+        r.register(
+            "commits",
+            "SconeKV transactions (and single-key writes) committed, asked at this node",
+            kv().commits.clone(),
+        );
+        r.register(
+            "aborts",
+            "SconeKV transactions aborted, asked at this node, by reason (conflict, client, malformed, other)",
+            kv().aborts.clone(),
+        );
+        r.register(
+            "undecided",
+            "SconeKV commits and aborts asked at this node that got no decision (refused, busy, unavailable, timed out)",
+            kv().undecided.clone(),
+        );
+        root.sub_registry_with_prefix("etcd").register(
+            "requests",
+            "Requests to this node's etcd API, by gRPC method (a Watch or LeaseKeepAlive stream counts once, when opened)",
+            etcd().requests.clone(),
+        );
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// Export the ZooKeeper client port's numbers (`mntr`'s) from `source`, read at each
+    /// scrape; held weakly, so a stopped front end simply stops being reported.
+    pub fn zookeeper(&self, source: Weak<dyn ZkSource>) {
+        *self.zk.lock().expect("zk source") = Some(source);
     }
 
     /// The handles of group `id`.
@@ -402,6 +518,7 @@ impl Metrics {
             group: id.to_string(),
         };
         GroupMetrics {
+            id,
             commit_latency: g.commit_latency.get_or_create(&l).clone(),
             batch_commands: g.batch_commands.get_or_create(&l).clone(),
             submitted: g.submitted.get_or_create(&l).clone(),
@@ -421,28 +538,12 @@ impl Metrics {
             received: HashMap::new(),
             sent_family: g.messages_sent.clone(),
             received_family: g.messages_received.clone(),
-            core: HashMap::new(),
-            core_family: g.core.clone(),
+            readings: self.readings.clone(),
             label: l.group,
         }
     }
 
     pub fn render(&self) -> String {
-        let t = &self.transport;
-        for (kind, v) in [
-            ("frames_in", &t.frames_in),
-            ("frames_out", &t.frames_out),
-            ("bytes_in", &t.bytes_in),
-            ("bytes_out", &t.bytes_out),
-            ("rejected_handshakes", &t.rejected_handshakes),
-            ("bad_frames", &t.bad_frames),
-            ("dropped_frames", &t.dropped_frames),
-            ("slow_peer_resets", &t.slow_peer_resets),
-        ] {
-            self.transport_gauges
-                .get_or_create(&KindLabel { kind })
-                .set(v.load(Ordering::Relaxed) as i64);
-        }
         let mut out = String::new();
         let _ = encode(&mut out, &self.registry);
         out
@@ -451,42 +552,4 @@ impl Metrics {
 
 pub fn seconds(us: u64) -> f64 {
     us as f64 / 1e6
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn core_gauges_are_exported_by_group_and_name() {
-        let m = Metrics::new(Default::default());
-        let mut g = m.group(3);
-        g.set_core(&[("mencius_revocations", 2.0), ("paxos_batch_size", 1.5)]);
-        g.set_core(&[("mencius_revocations", 4.0)]);
-        let text = m.render();
-        assert!(
-            text.contains("synod_protocol{group=\"3\",name=\"mencius_revocations\"} 4.0"),
-            "{text}"
-        );
-        assert!(
-            text.contains("synod_protocol{group=\"3\",name=\"paxos_batch_size\"} 1.5"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn zk_front_counters_are_exported() {
-        let m = Metrics::new(Default::default());
-        zk_front().limited("max_client_cnxns");
-        zk_front().sasl(false);
-        let text = m.render();
-        assert!(
-            text.contains("synod_zk_limited_total{limit=\"max_client_cnxns\"}"),
-            "{text}"
-        );
-        assert!(
-            text.contains("synod_zk_sasl_total{outcome=\"failed\"}"),
-            "{text}"
-        );
-    }
 }

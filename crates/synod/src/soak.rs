@@ -39,8 +39,9 @@ pub struct SoakArgs {
     /// Use running servers instead (host:port,…; memory is then not reported).
     #[arg(long)]
     target: Option<String>,
-    /// Write docs/results/soak.md here.
-    #[arg(long, default_value = "docs/results")]
+    /// Where to write soak.md: target/results unless named (`--out docs/results` replaces the
+    /// committed document).
+    #[arg(long, default_value = "target/results")]
     out: std::path::PathBuf,
     #[arg(long, default_value_t = 23600)]
     base_port: u16,
@@ -214,10 +215,11 @@ async fn soak(a: SoakArgs) -> Result<i32> {
             let mut unlinked = 0.0;
             for i in 1..=cl.n {
                 if let Ok(m) = crate::procs::admin_http(&cl.admin_addr(i), "GET", "/metrics") {
-                    snaps += crate::procs::metric(&m, "synod_snapshots_taken_total{group=\"0\"}")
-                        .unwrap_or(0.0);
+                    snaps +=
+                        crate::procs::metric(&m, "synod_group_snapshots_taken_total{group=\"0\"}")
+                            .unwrap_or(0.0);
                     unlinked +=
-                        crate::procs::metric(&m, "synod_log_segments_deleted_total").unwrap_or(0.0);
+                        crate::procs::metric(&m, "synod_wal_segments_deleted_total").unwrap_or(0.0);
                 }
             }
             (snaps as u64, unlinked as u64)

@@ -33,10 +33,10 @@ fn leader_killed_and_restarted_loses_nothing() {
     assert_eq!(code, 200);
     let text = String::from_utf8_lossy(&body);
     for m in [
-        "synod_commit_latency_seconds",
-        "synod_fsync_latency_seconds",
-        "synod_messages_sent_total",
-        "synod_log_bytes",
+        "synod_group_commit_latency_seconds",
+        "synod_wal_fsync_duration_seconds",
+        "synod_group_messages_sent_total",
+        "synod_wal_size_bytes",
     ] {
         assert!(text.contains(m), "missing metric {m}");
     }

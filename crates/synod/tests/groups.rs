@@ -195,7 +195,7 @@ fn three_groups_share_three_processes_and_each_recovers_from_a_killed_node() {
         // the node's last start).
         if n.id != victim {
             assert!(
-                metric(n, "synod_log_segments_deleted_total") > 0.0,
+                metric(n, "synod_wal_segments_deleted_total") > 0.0,
                 "node {}",
                 n.id
             );

@@ -100,7 +100,7 @@ fn a_mencius_cluster_takes_writes_at_every_replica_and_survives_a_dead_one() {
         let m = metrics(n);
         let suggested = m
             .lines()
-            .find(|l| l.starts_with("synod_protocol{") && l.contains("name=\"mencius_suggested\""))
+            .find(|l| l.starts_with("synod_protocol_mencius_suggested_total{"))
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("node {} exports mencius_suggested: {m}", n.id));
         assert!(suggested >= 1.0, "node {} suggested nothing", n.id);
@@ -127,7 +127,7 @@ fn a_mencius_cluster_takes_writes_at_every_replica_and_survives_a_dead_one() {
         .map(|n| {
             metrics(n)
                 .lines()
-                .find(|l| l.contains("name=\"mencius_revocations\""))
+                .find(|l| l.starts_with("synod_protocol_mencius_revocations_total{"))
                 .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
                 .unwrap_or(0.0)
         })

@@ -29,6 +29,7 @@ fn unexpected() -> Status {
 #[tonic::async_trait]
 impl kv_server::Kv for Kv {
     async fn range(&self, req: Request<RangeRequest>) -> Answer<RangeResponse> {
+        crate::metrics::etcd().request("Range");
         let n = &self.0;
         n.check_leader(&req)?;
         let r = req.into_inner();
@@ -45,6 +46,7 @@ impl kv_server::Kv for Kv {
     }
 
     async fn put(&self, req: Request<PutRequest>) -> Answer<PutResponse> {
+        crate::metrics::etcd().request("Put");
         let n = &self.0;
         n.check_leader(&req)?;
         let r = req.into_inner();
@@ -59,6 +61,7 @@ impl kv_server::Kv for Kv {
     }
 
     async fn delete_range(&self, req: Request<DeleteRangeRequest>) -> Answer<DeleteRangeResponse> {
+        crate::metrics::etcd().request("DeleteRange");
         let n = &self.0;
         n.check_leader(&req)?;
         let r = req.into_inner();
@@ -73,6 +76,7 @@ impl kv_server::Kv for Kv {
     }
 
     async fn txn(&self, req: Request<TxnRequest>) -> Answer<TxnResponse> {
+        crate::metrics::etcd().request("Txn");
         let n = &self.0;
         n.check_leader(&req)?;
         let t = req.into_inner();
@@ -94,6 +98,7 @@ impl kv_server::Kv for Kv {
     }
 
     async fn compact(&self, req: Request<CompactionRequest>) -> Answer<CompactionResponse> {
+        crate::metrics::etcd().request("Compact");
         let n = &self.0;
         n.check_leader(&req)?;
         match n.propose(C::Compaction(req.into_inner())).await? {

@@ -25,6 +25,7 @@ const STREAM_QUEUE: usize = 64;
 #[tonic::async_trait]
 impl lease_server::Lease for Lease {
     async fn lease_grant(&self, req: Request<LeaseGrantRequest>) -> Answer<LeaseGrantResponse> {
+        crate::metrics::etcd().request("LeaseGrant");
         let n = &self.0;
         n.check_leader(&req)?;
         let r = req.into_inner();
@@ -49,6 +50,7 @@ impl lease_server::Lease for Lease {
     }
 
     async fn lease_revoke(&self, req: Request<LeaseRevokeRequest>) -> Answer<LeaseRevokeResponse> {
+        crate::metrics::etcd().request("LeaseRevoke");
         let n = &self.0;
         n.check_leader(&req)?;
         match n.propose(C::LeaseRevoke(req.into_inner())).await? {
@@ -66,6 +68,7 @@ impl lease_server::Lease for Lease {
         &self,
         req: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Answer<Self::LeaseKeepAliveStream> {
+        crate::metrics::etcd().request("LeaseKeepAlive");
         let n = self.0.clone();
         n.check_leader(&req)?;
         let Ok(permit) = n.streams.clone().try_acquire_owned() else {
@@ -106,6 +109,7 @@ impl lease_server::Lease for Lease {
         &self,
         req: Request<LeaseTimeToLiveRequest>,
     ) -> Answer<LeaseTimeToLiveResponse> {
+        crate::metrics::etcd().request("LeaseTimeToLive");
         let n = &self.0;
         n.check_leader(&req)?;
         let r = req.into_inner();
@@ -144,6 +148,7 @@ impl lease_server::Lease for Lease {
     }
 
     async fn lease_leases(&self, req: Request<LeaseLeasesRequest>) -> Answer<LeaseLeasesResponse> {
+        crate::metrics::etcd().request("LeaseLeases");
         let n = &self.0;
         n.check_leader(&req)?;
         n.linearize().await?;

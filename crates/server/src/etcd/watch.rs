@@ -130,6 +130,7 @@ impl watch_server::Watch for Watch {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<Streaming<WatchRequest>>) -> Answer<Self::WatchStream> {
+        crate::metrics::etcd().request("Watch");
         let n = self.0.clone();
         n.check_leader(&req)?;
         let Ok(permit) = n.streams.clone().try_acquire_owned() else {

@@ -91,9 +91,37 @@ struct Stats {
     received: AtomicU64,
     sent: AtomicU64,
     connections: AtomicU64,
-    latency_sum_us: AtomicU64,
-    latency_count: AtomicU64,
-    latency_max_us: AtomicU64,
+    /// Requests read and not yet answered, every connection's ([`OutstandingShare`]).
+    outstanding: AtomicU64,
+    /// From reading a request to encoding its reply.
+    latency: crate::metrics::LatencyHistogram,
+}
+
+/// One connection's part of [`Stats::outstanding`]: set as its queues change, given back
+/// when the connection ends, however it ends.
+pub(super) struct OutstandingShare<'a> {
+    total: &'a AtomicU64,
+    mine: u64,
+}
+
+impl<'a> OutstandingShare<'a> {
+    fn new(total: &'a AtomicU64) -> Self {
+        OutstandingShare { total, mine: 0 }
+    }
+    fn set(&mut self, n: u64) {
+        if n > self.mine {
+            self.total.fetch_add(n - self.mine, Ordering::Relaxed);
+        } else if n < self.mine {
+            self.total.fetch_sub(self.mine - n, Ordering::Relaxed);
+        }
+        self.mine = n;
+    }
+}
+
+impl Drop for OutstandingShare<'_> {
+    fn drop(&mut self) {
+        self.set(0);
+    }
 }
 
 pub struct Front {

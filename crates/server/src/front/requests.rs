@@ -90,6 +90,7 @@ impl Front {
         let mut closing = false;
         let mut sasl_exchange = None;
         let mut room_before = true;
+        let mut outstanding = super::OutstandingShare::new(&self.stats.outstanding);
         let why = 'conn: loop {
             // Start what may start: writes in order, a read once no earlier write is in flight.
             while let Some((xid, code, _, _, _)) = backlog.front() {
@@ -210,6 +211,7 @@ impl Front {
             if let Err(e) = flush(&mut wr, &mut out, write_timeout).await {
                 break self.write_failed(addr, &wr, e);
             }
+            outstanding.set((backlog.len() + pending.len()) as u64);
             let room = backlog.len() + pending.len() < self.cfg.tuning.max_outstanding;
             if !room && room_before {
                 self.outstanding_full(addr, "max_outstanding");
@@ -329,9 +331,7 @@ impl Front {
     pub(super) fn record(&self, since: Instant) {
         self.stats.sent.fetch_add(1, Ordering::Relaxed);
         let us = since.elapsed().as_micros() as u64;
-        self.stats.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-        self.stats.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.stats.latency_max_us.fetch_max(us, Ordering::Relaxed);
+        self.stats.latency.observe_us(us);
     }
 
     /// A request served here (reads, watch management, auth, ping): its reply is encoded into

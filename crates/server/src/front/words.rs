@@ -2,6 +2,7 @@
 //! isro), as ZooKeeper answers them.
 
 use super::Front;
+use crate::metrics::ZkSource;
 use std::sync::atomic::Ordering;
 use synod_core::Role;
 
@@ -30,32 +31,28 @@ impl Front {
             (Role::Following | Role::Proposer, true) => "follower",
             _ => "looking",
         };
-        let (zxid, nodes, sessions, watches, quota) = {
-            let m = self.machine.lock().expect("machine");
-            (
-                m.applied_zxid,
-                m.tree.nodes.len(),
-                m.tree.sessions.len(),
-                m.watches.total(),
-                // Quota gauges per namespace, as ZooKeeper 3.8's mntr shows them.
-                if word == "mntr" {
-                    synod_zk::quota::mntr_lines(&m.tree)
-                } else {
-                    String::new()
-                },
-            )
+        let z = self.sample();
+        let (zxid, nodes, sessions, watches, ephemerals) =
+            (z.last_zxid, z.znodes, z.sessions, z.watches, z.ephemerals);
+        // Quota gauges per namespace, as ZooKeeper 3.8's mntr shows them.
+        let quota = if word == "mntr" {
+            synod_zk::quota::mntr_lines(&self.machine.lock().expect("machine").tree)
+        } else {
+            String::new()
         };
-        let count = self.stats.latency_count.load(Ordering::Relaxed).max(1);
-        let avg_ms =
-            self.stats.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0;
-        let max_ms = self.stats.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0;
+        let latency = &self.stats.latency;
+        let count = latency.count().max(1);
+        let avg_ms = latency.sum_us() as f64 / count as f64 / 1000.0;
+        let max_ms = latency.max_us() as f64 / 1000.0;
+        let min_ms = latency.min_us() as f64 / 1000.0;
         let version = format!("3.8.0-synod-{}", env!("CARGO_PKG_VERSION"));
         let srvr = format!(
-            "Zookeeper version: {version}, built on synod\nLatency min/avg/max: 0/{avg_ms:.4}/{max_ms:.4}\n\
-             Received: {}\nSent: {}\nConnections: {}\nOutstanding: 0\nZxid: {zxid:#x}\nMode: {mode}\nNode count: {nodes}\n",
+            "Zookeeper version: {version}, built on synod\nLatency min/avg/max: {min_ms:.4}/{avg_ms:.4}/{max_ms:.4}\n\
+             Received: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: {zxid:#x}\nMode: {mode}\nNode count: {nodes}\n",
             self.stats.received.load(Ordering::Relaxed),
             self.stats.sent.load(Ordering::Relaxed),
             self.stats.connections.load(Ordering::Relaxed),
+            z.outstanding,
         );
         match word {
             "ruok" => "imok".into(),
@@ -69,14 +66,14 @@ impl Front {
             "stat" => format!("Clients:\n /{}[0](queued=0,recved=0,sent=0)\n\n{srvr}", self.cfg.client_addr),
             "mntr" => format!(
                 "zk_version\t{version}\nzk_server_state\t{mode}\nzk_avg_latency\t{avg_ms:.4}\nzk_max_latency\t{max_ms:.4}\n\
-                 zk_min_latency\t0\nzk_packets_received\t{}\nzk_packets_sent\t{}\nzk_num_alive_connections\t{}\n\
-                 zk_outstanding_requests\t0\nzk_znode_count\t{nodes}\nzk_watch_count\t{watches}\n\
-                 zk_ephemerals_count\t{}\nzk_approximate_data_size\t0\nzk_open_file_descriptor_count\t0\n\
+                 zk_min_latency\t{min_ms:.4}\nzk_packets_received\t{}\nzk_packets_sent\t{}\nzk_num_alive_connections\t{}\n\
+                 zk_outstanding_requests\t{}\nzk_znode_count\t{nodes}\nzk_watch_count\t{watches}\n\
+                 zk_ephemerals_count\t{ephemerals}\nzk_global_sessions\t{sessions}\nzk_approximate_data_size\t0\nzk_open_file_descriptor_count\t0\n\
                  zk_max_file_descriptor_count\t0\nzk_uptime\t{}\n{quota}",
                 self.stats.received.load(Ordering::Relaxed),
                 self.stats.sent.load(Ordering::Relaxed),
                 self.stats.connections.load(Ordering::Relaxed),
-                sessions,
+                z.outstanding,
                 self.started.elapsed().as_millis(),
             ),
             "conf" => {
@@ -134,5 +131,34 @@ impl Front {
             }
             _ => String::new(),
         }
+    }
+}
+
+impl crate::metrics::ZkSource for Front {
+    /// `mntr`'s numbers, for `mntr` and `/metrics` alike. Sizes the tree already keeps
+    /// (`len()` of its maps) and one pass over the sessions (ephemerals and watches are counted
+    /// per session); never a walk of the znodes.
+    fn sample(&self) -> crate::metrics::ZkSample {
+        let m = self.machine.lock().expect("machine");
+        crate::metrics::ZkSample {
+            connections: self.stats.connections.load(Ordering::Relaxed),
+            sessions: m.tree.sessions.len() as u64,
+            znodes: m.tree.nodes.len() as u64,
+            watches: m.watches.total() as u64,
+            ephemerals: m
+                .tree
+                .sessions
+                .values()
+                .map(|s| s.ephemerals.len() as u64)
+                .sum(),
+            outstanding: self.stats.outstanding.load(Ordering::Relaxed),
+            received: self.stats.received.load(Ordering::Relaxed),
+            sent: self.stats.sent.load(Ordering::Relaxed),
+            last_zxid: m.applied_zxid,
+        }
+    }
+
+    fn latency(&self) -> &crate::metrics::LatencyHistogram {
+        &self.stats.latency
     }
 }

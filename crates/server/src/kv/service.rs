@@ -170,8 +170,26 @@ impl KvService {
         None
     }
 
-    /// Submit `cmd` to `bucket`'s group and wait for the decision of `id` at this replica.
+    /// Submit `cmd` to `bucket`'s group and wait for the decision of `id` at this replica;
+    /// counted in `synod_kv_commits_total`, `synod_kv_aborts_total{reason}` or
+    /// `synod_kv_undecided_total`.
     async fn decide(
+        &self,
+        bucket: &LocalBucket,
+        id: TxnId,
+        cmd: Cmd,
+    ) -> Result<Decided, Option<proto::Status>> {
+        let r = self.decide_uncounted(bucket, id, cmd).await;
+        let counters = crate::metrics::kv();
+        match &r {
+            Ok(d) if d.outcome == Outcome::Committed => counters.committed(),
+            Ok(d) => counters.aborted(&d.reason),
+            Err(_) => counters.undecided(),
+        }
+        r
+    }
+
+    async fn decide_uncounted(
         &self,
         bucket: &LocalBucket,
         id: TxnId,

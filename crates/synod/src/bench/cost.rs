@@ -68,21 +68,21 @@ pub(super) fn prom_counter(text: &str, name: &str) -> Result<u64> {
 }
 
 /// The transport counters of a synod node's `/metrics` text
-/// (`synod_transport{kind="frames_in"}` and so on, crates/server/src/metrics.rs).
+/// (`synod_peer_frames_received_total` and so on, crates/server/src/metrics/scraped.rs).
 pub(super) fn parse_transport(text: &str) -> Result<Transport> {
-    let c = |kind: &str| prom_counter(text, &format!("synod_transport{{kind=\"{kind}\"}}"));
+    let c = |name: &str| prom_counter(text, &format!("synod_peer_{name}_total"));
     Ok(Transport {
-        frames_in: c("frames_in")?,
-        frames_out: c("frames_out")?,
-        bytes_in: c("bytes_in")?,
-        bytes_out: c("bytes_out")?,
+        frames_in: c("frames_received")?,
+        frames_out: c("frames_sent")?,
+        bytes_in: c("received_bytes")?,
+        bytes_out: c("sent_bytes")?,
     })
 }
 
 /// Commands delivered in the ZooKeeper group (group 0) at a synod node: its writes (reads are
 /// served locally), sessions' commands included.
 pub(super) fn parse_deliveries(text: &str) -> Result<u64> {
-    prom_counter(text, "synod_deliveries_total{group=\"0\"}")
+    prom_counter(text, "synod_group_delivered_total{group=\"0\"}")
 }
 
 /// The servers of a cluster, as the blocking snapshot needs them (it runs off the async

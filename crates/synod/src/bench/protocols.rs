@@ -31,7 +31,9 @@ pub(super) struct ProtocolArgs {
     duration: Duration,
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     warmup: Duration,
-    #[arg(long, default_value = "docs/results")]
+    /// Where to write protocols.{md,json}: target/results unless named (`--out docs/results`
+    /// replaces the committed documents).
+    #[arg(long, default_value = "target/results")]
     out: std::path::PathBuf,
     #[arg(long, default_value_t = 23200)]
     base_port: u16,
@@ -254,12 +256,12 @@ pub(super) async fn protocols(a: ProtocolArgs) -> Result<i32> {
 const COST_PARAGRAPH: &str = "The server-side columns come from the servers themselves, \
      snapshotted when each cell's measured window opens (after the warm-up) and when it closes. \
      *msgs/op*: peer-transport frames received plus frames sent by all replicas together \
-     (`synod_transport{kind=\"frames_in\"}` and `{kind=\"frames_out\"}` of every node's admin \
+     (`synod_peer_frames_received_total` and `synod_peer_frames_sent_total` of every node's admin \
      `/metrics`), so each peer message counts once at its sender and once at its receiver, \
      over the operations completed in the window. *msgs/write*: the same frames over the \
      writes committed in the window (the most commands any node delivered in the ZooKeeper \
-     group, `synod_deliveries_total{group=\"0\"}`; reads are served locally). *peer bytes/op*: the same for \
-     `bytes_in` + `bytes_out`. *CPU µs/op*: user + system CPU time of every server process \
+     group, `synod_group_delivered_total{group=\"0\"}`; reads are served locally). *peer bytes/op*: the same for \
+     `synod_peer_received_bytes_total` + `synod_peer_sent_bytes_total`. *CPU µs/op*: user + system CPU time of every server process \
      (utime + stime of `/proc/<pid>/stat`, in `sysconf(_SC_CLK_TCK)` ticks, so 10 ms \
      granularity per process at 100 Hz) over the same operations, heartbeats and timers \
      included. *CPU µs/msg*: CPU µs/op \

@@ -84,14 +84,18 @@ fn systems_name_synod_with_its_protocol() {
     assert!(e.contains("synod-paxos"), "{e}");
 }
 
-const METRICS: &str = "# HELP synod_transport Peer transport counters.
-# TYPE synod_transport gauge
-synod_transport{kind=\"frames_in\"} 1200
-synod_transport{kind=\"frames_out\"} 1190
-synod_transport{kind=\"bytes_in\"} 2400000
-synod_transport{kind=\"bytes_out\"} 2390000
-synod_transport{kind=\"bad_frames\"} 0
-synod_transport_other{kind=\"frames_in\"} 7
+const METRICS: &str = "# HELP synod_peer_frames_received Frames received from peers.
+# TYPE synod_peer_frames_received counter
+synod_peer_frames_received_total 1200
+# TYPE synod_peer_frames_sent counter
+synod_peer_frames_sent_total 1190
+# TYPE synod_peer_received_bytes counter
+synod_peer_received_bytes_total 2400000
+# TYPE synod_peer_sent_bytes counter
+synod_peer_sent_bytes_total 2390000
+# TYPE synod_peer_bad_frames counter
+synod_peer_bad_frames_total 0
+synod_peer_frames_received_total_other{kind=\"x\"} 7
 # EOF
 ";
 
@@ -107,24 +111,34 @@ fn transport_counters_parse_from_prometheus_text() {
         }
     );
     // A float rendering of an integer, and a trailing timestamp, are accepted.
-    let t = METRICS.replace("} 1200", "} 1.2e3 1700000000000");
+    let t = METRICS.replace("total 1200", "total 1.2e3 1700000000000");
     assert_eq!(parse_transport(&t).unwrap().frames_in, 1200);
     // The sample must match the name exactly, not a longer one that starts like it.
-    assert!(prom_counter(METRICS, "synod_transport_other{kind=\"frames_in\"}").unwrap() == 7);
-    assert!(prom_counter(METRICS, "synod_transport").is_err());
+    assert!(
+        prom_counter(
+            METRICS,
+            "synod_peer_frames_received_total_other{kind=\"x\"}"
+        )
+        .unwrap()
+            == 7
+    );
+    assert!(prom_counter(METRICS, "synod_peer_frames").is_err());
 }
 
 #[test]
 fn missing_or_malformed_transport_counters_are_errors() {
-    let missing = METRICS.replace("synod_transport{kind=\"bytes_out\"} 2390000\n", "");
+    let missing = METRICS.replace("synod_peer_sent_bytes_total 2390000\n", "");
     assert!(parse_transport(&missing).is_err());
     assert!(parse_transport("").is_err());
     assert!(parse_transport("<html>502 Bad Gateway</html>").is_err());
     for bad in ["} x", "} -5", "} NaN", "} +Inf", "} 1.5", "}", "} ", "}\t"] {
-        let t = METRICS.replace("} 1200", bad);
+        let t = METRICS.replace(
+            "received_total 1200",
+            &format!("received_total{}", &bad[1..]),
+        );
         assert!(parse_transport(&t).is_err(), "{bad:?} accepted");
     }
-    let huge = METRICS.replace("} 1200", "} 99999999999999999999999");
+    let huge = METRICS.replace("total 1200", "total 99999999999999999999999");
     assert!(parse_transport(&huge).is_err());
 }
 
