@@ -2,12 +2,14 @@
 //! etcd store, on every node, with a gRPC listener per node.
 
 use anyhow::{bail, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use synod_core::NodeId;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// `[etcd]`: etcd's v3 API, served from one group holding the etcd store.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EtcdConfig {
     /// Run the etcd store (every node of the cluster must agree).
@@ -16,18 +18,20 @@ pub struct EtcdConfig {
     pub group: u32,
     /// Its replication protocol (default: the top-level `protocol`).
     pub protocol: Option<String>,
-    /// Where this node serves etcd's gRPC API (none: it serves no etcd clients, but still
+    /// Where this node serves etcd's gRPC API, `ip:port` (unset: it serves no etcd clients, but still
     /// holds a replica of the store).
     pub listen: Option<SocketAddr>,
     /// Every node's etcd client URL, for MemberList (`{ "1" = "https://127.0.0.1:2379", … }`).
     pub addrs: BTreeMap<String, String>,
-    /// How long a request waits for the log before answering etcd's "request timed out".
+    /// How long a request waits for the log before answering etcd's "request timed out", in
+    /// milliseconds.
     pub request_timeout_ms: u64,
-    /// Most requests served at once by this node's etcd listener (more get etcd's "too many
-    /// requests").
+    /// Most requests served at once by this node's etcd listener, a count (more get etcd's
+    /// "too many requests").
     pub max_inflight: usize,
-    /// Most watches on one stream, and most streams at this node.
+    /// Most watches on one watch stream, a count.
     pub max_watches_per_stream: usize,
+    /// Most watch streams open at this node, a count.
     pub max_streams: usize,
 }
 

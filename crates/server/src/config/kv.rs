@@ -1,17 +1,19 @@
 //! The `[kv]` section: SconeKV's buckets on this cluster, and this node's KV gRPC listener.
 
 use anyhow::{bail, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use synod_core::NodeId;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+/// `[kv]`: SconeKV's buckets and this node's KV gRPC listener.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct KvConfig {
-    /// Buckets of the store; 0 runs no store. Every node of the cluster must agree.
+    /// Buckets of the store, a count (at most 4096); 0 runs no store. Every node of the cluster must agree.
     pub buckets: u32,
-    /// Replicas of each bucket (at most the number of nodes). Buckets are placed on the nodes
+    /// Replicas of each bucket, a count (at most the number of nodes). Buckets are placed on the nodes
     /// by `synod_kv::route::place`, which every node computes alike.
     pub replicas: usize,
     /// Bucket `b` is the group `group_base + b` (apart from `[[groups]]` ids).
@@ -19,19 +21,20 @@ pub struct KvConfig {
     /// Replication protocol of the buckets (default: the top-level `protocol`): zab, a Zab
     /// variant, or paxos. Mencius names no master, which buckets need.
     pub protocol: Option<String>,
-    /// Where this node serves the KV gRPC API (none: it serves no clients, but still holds
+    /// Where this node serves the KV gRPC API, `ip:port` (unset: it serves no clients, but still holds
     /// its buckets' replicas).
     pub listen: Option<SocketAddr>,
     /// Every node's KV gRPC address, for the routing view clients receive:
     /// `{ "1" = "127.0.0.1:2479", … }`.
     pub addrs: BTreeMap<String, String>,
     /// How long a commit waits for its decision before answering UNAVAILABLE (the client
-    /// retries: commits are idempotent).
+    /// retries: commits are idempotent), in milliseconds.
     pub commit_timeout_ms: u64,
     /// How long a bucket keeps a decision for a retried commit; a commit begun longer ago is
-    /// refused rather than risk deciding it twice.
+    /// refused rather than risk deciding it twice. In milliseconds, at least ten
+    /// `commit_timeout_ms`.
     pub retain_ms: u64,
-    /// Most requests served at once by this node's KV listener (more get BUSY).
+    /// Most requests served at once by this node's KV listener, a count (more get BUSY).
     pub max_inflight: usize,
 }
 

@@ -3,6 +3,7 @@
 //! transport's settings.
 
 use anyhow::{bail, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -12,13 +13,14 @@ use super::{MenciusTuning, PaxosTuning, ZabTuning};
 
 /// `[link_emulation]`: what every message this node sends to a peer goes through, as on a
 /// slower network (crates/server/src/transport/link.rs). All zero (the default) is off.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinkEmulationConfig {
     /// One-way delay added to every peer message, in milliseconds (fractions allowed; the
     /// transport's timer has millisecond resolution and rounds up).
     pub delay_ms: f64,
-    /// Extra delay, uniform in [0, jitter_ms], per message; a link never reorders.
+    /// Extra delay, uniform in [0, jitter_ms], per message, in milliseconds; a link never
+    /// reorders.
     pub jitter_ms: f64,
     /// This node's outgoing bandwidth in Mbit/s (10^6 bits), shared by all its peer links, as
     /// one network interface; 0 is unlimited.
@@ -32,12 +34,12 @@ pub struct LinkEmulationConfig {
 
 /// `[link_emulation.peers.<id>]`: the link from this node to one peer. Unset keys take the
 /// node's `[link_emulation]` values.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PeerLinkConfig {
     /// One-way delay of this link, in milliseconds.
     pub delay_ms: Option<f64>,
-    /// Extra delay, uniform in [0, jitter_ms], per message of this link.
+    /// Extra delay, uniform in [0, jitter_ms], per message of this link, in milliseconds.
     pub jitter_ms: Option<f64>,
     /// This link's own bandwidth in Mbit/s, on top of the node's interface (both must carry a
     /// message before it leaves); 0 or unset is no limit of its own.

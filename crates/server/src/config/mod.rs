@@ -3,6 +3,7 @@
 //! name the key.
 
 use anyhow::{bail, Context, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -13,25 +14,37 @@ use crate::protocol::check_protocol;
 pub use crate::protocol::{MenciusTuning, PaxosBatch, PaxosTuning};
 
 mod etcd;
+mod groups;
 mod kv;
+mod limits;
 mod link;
+mod load;
 mod members;
 mod peer_addr;
+mod protocols;
+pub mod reference;
 mod tls;
+mod zab;
 mod zookeeper;
 pub use etcd::EtcdConfig;
+pub use groups::GroupConfig;
 pub use kv::KvConfig;
+pub use limits::{BatchTuning, Limits};
 pub use link::{LinkEmulationConfig, PeerLinkConfig};
 pub use peer_addr::PeerAddr;
 pub use tls::{ClientAuth, TlsConfig};
+pub use zab::ZabTuning;
 pub use zookeeper::{SaslUsers, ZkTuning};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// A replica's whole configuration: the top-level keys, and one field per section.
+/// docs/configuration.md is generated from these doc comments and defaults
+/// (`synod config reference`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Name of the cluster; a data directory or a peer of another cluster is refused.
     pub cluster_id: String,
-    /// This replica's id (a key of `peers`).
+    /// This replica's id (a key of `peers`), 1 to 254.
     pub node_id: NodeId,
     /// Replication protocol of the ZooKeeper group (group 0), and the default of `[[groups]]`:
     /// `zab`, a Zab variant, PFT Multi-Paxos (`paxos`, `paxos-mbq`, `paxos-none`) or
@@ -46,32 +59,39 @@ pub struct Config {
     /// promote` makes one a voter. Only with `protocol = "zab"`.
     #[serde(default)]
     pub observers: Vec<NodeId>,
-    /// Where this replica listens for peers (defaults to its entry in `peers`).
+    /// Where this replica listens for peers, `ip:port` (default: its entry in `peers`).
     #[serde(default)]
     pub peer_addr: Option<SocketAddr>,
-    /// ZooKeeper client port (served from the ZooKeeper front end).
+    /// ZooKeeper client port, `ip:port` (served from the ZooKeeper front end; unset: no
+    /// plain-text client port).
     #[serde(default)]
     pub client_addr: Option<SocketAddr>,
-    /// ZooKeeper client port over TLS (ZooKeeper's `secureClientPort`); needs `[tls]`.
+    /// ZooKeeper client port over TLS, `ip:port` (ZooKeeper's `secureClientPort`); needs
+    /// `[tls]`.
     #[serde(default)]
     pub secure_client_addr: Option<SocketAddr>,
-    /// Certificates: mutual TLS between peers, TLS on the client ports (crate::tls).
+    /// Certificates: mutual TLS between peers, TLS on the client ports (crate::tls). Absent:
+    /// `insecure = true` must be said.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
     /// Run without `[tls]`: peers talk in plain text and accept any process that names the
     /// cluster. Must be said explicitly; for loopback tests and trusted networks only.
     #[serde(default)]
     pub insecure: bool,
-    /// Admin HTTP: /metrics, /health, /v1/status, /v1/kv.
+    /// Admin HTTP address, `ip:port`: /metrics, /health, /v1/status, /v1/kv.
     pub admin_addr: SocketAddr,
+    /// Directory of this replica's write-ahead log and snapshots (created if missing; it
+    /// belongs to one cluster and one node id).
     pub data_dir: PathBuf,
     /// `always` (fdatasync every batch) or `never` (benchmarks only: unsafe).
     #[serde(default = "default_fsync")]
+    #[schemars(extend("enum" = ["always", "never"]))]
     pub fsync: String,
-    /// Deliveries between two snapshots of the state machine.
+    /// Deliveries between two snapshots of the state machine, a count of commands (at least
+    /// 1).
     #[serde(default = "default_snapshot_every")]
     pub snapshot_every: u64,
-    /// Async worker threads: 1 runs every task on one thread (fewest wake-ups and context
+    /// Async worker threads, a count (at most 64 are used): 1 runs every task on one thread (fewest wake-ups and context
     /// switches, best when replicas share a small machine); the WAL has its own thread anyway.
     #[serde(default = "default_threads")]
     pub threads: usize,
@@ -87,9 +107,16 @@ pub struct Config {
     /// prototype's ABA).
     #[serde(default)]
     pub debug_bug: String,
-    /// tracing filter, e.g. `info` or `synod_server=debug,info`.
+    /// tracing filter, e.g. `info` or `synod_server=debug,info` (the `RUST_LOG` environment
+    /// variable, when set, takes precedence).
     #[serde(default = "default_log_level")]
     pub log_level: String,
+    /// Format of the log lines written to standard error: `text` (one human-readable line an
+    /// event) or `json` (one JSON object a line, for log collectors).
+    #[serde(default = "default_log_format")]
+    #[schemars(extend("enum" = ["text", "json"]))]
+    pub log_format: String,
+    /// Message, queue and WAL sizes, and connection caps.
     #[serde(default)]
     pub limits: Limits,
     /// How many commands, and how many bytes of them, a replica hands its protocol core at once.
@@ -99,12 +126,19 @@ pub struct Config {
     /// state machine, all sharing this process, its peer connections and its log.
     #[serde(default)]
     pub groups: Vec<GroupConfig>,
+    /// Timers and flow control of every group running Zab or a Zab variant.
     #[serde(default)]
     pub zab: ZabTuning,
+    /// Timers and batching of every group running PFT Multi-Paxos (`paxos`, `paxos-mbq`,
+    /// `paxos-none`).
     #[serde(default)]
     pub paxos: PaxosTuning,
+    /// Failure detector, skips, revocation and batching of every group running Mencius. Out of
+    /// order commit is never on in the server: ZooKeeper's zxids must grow with every delivery.
     #[serde(default)]
     pub mencius: MenciusTuning,
+    /// The ZooKeeper front end: client connections, sessions, four-letter words,
+    /// authentication and quotas.
     #[serde(default)]
     pub zookeeper: ZkTuning,
     /// Delay and bandwidth emulated on every peer link (benchmarks on one machine); off by
@@ -117,138 +151,6 @@ pub struct Config {
     /// etcd's v3 API: the store's group and this node's etcd gRPC listener.
     #[serde(default)]
     pub etcd: EtcdConfig,
-}
-
-/// One `[[groups]]` entry.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct GroupConfig {
-    /// The group's id: 1 or more (0 is the ZooKeeper group), unique in the cluster.
-    pub id: u32,
-    /// Its replication protocol (default: the top-level `protocol`).
-    #[serde(default)]
-    pub protocol: Option<String>,
-    /// Its state machine: `register` (a replicated key-value map served on the admin port at
-    /// `/v1/groups/<id>/kv/<key>`).
-    #[serde(default = "default_machine")]
-    pub machine: String,
-    /// Its members, ids of `peers` (default: every node).
-    #[serde(default)]
-    pub members: Option<Vec<u32>>,
-}
-
-fn default_machine() -> String {
-    "register".into()
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct BatchTuning {
-    /// Most commands in one batch (one proposal, one log record, one acknowledgement).
-    pub max_commands: usize,
-    /// Most payload bytes in one batch (a single larger command still goes alone).
-    pub max_bytes: usize,
-}
-
-impl Default for BatchTuning {
-    fn default() -> Self {
-        let d = synod_core::BatchLimits::default();
-        Self {
-            max_commands: d.max_commands,
-            max_bytes: d.max_bytes,
-        }
-    }
-}
-
-impl BatchTuning {
-    pub fn limits(&self) -> synod_core::BatchLimits {
-        synod_core::BatchLimits {
-            max_commands: self.max_commands,
-            max_bytes: self.max_bytes,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Largest message between peers (reassembled from chunks).
-    pub max_message_bytes: u64,
-    /// Chunk size for large messages (snapshots) on the peer transport.
-    pub chunk_bytes: u64,
-    /// Messages queued for one peer before it counts as too slow and is disconnected.
-    pub peer_queue: usize,
-    /// Client requests waiting for their delivery at this replica.
-    pub max_pending_requests: usize,
-    /// Largest value accepted by the KV API.
-    pub max_value_bytes: usize,
-    /// Largest key accepted by the KV API.
-    pub max_key_bytes: usize,
-    /// WAL segment size.
-    pub segment_bytes: u64,
-    /// Zero-filled space written ahead of the WAL so that syncs do not change the file size
-    /// (0 turns it off).
-    pub wal_preallocate_bytes: u64,
-    /// Seconds a client request waits for its delivery.
-    pub request_timeout_ms: u64,
-    /// Inbound peer connections that have not completed their hello (5 s at most) at the same
-    /// time; more are closed as soon as they are accepted.
-    pub max_peer_handshakes: usize,
-    /// Open admin HTTP connections; more are closed as soon as they are accepted.
-    pub max_admin_connections: usize,
-    /// An admin HTTP connection is closed when a request's headers take longer than this to
-    /// arrive, or when it stays idle this long between requests.
-    pub admin_idle_timeout_ms: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_message_bytes: 1 << 30,
-            chunk_bytes: 1 << 20,
-            peer_queue: 100_000,
-            max_pending_requests: 50_000,
-            max_value_bytes: 1 << 20,
-            max_key_bytes: 1024,
-            segment_bytes: 64 << 20,
-            wal_preallocate_bytes: 16 << 20,
-            request_timeout_ms: 10_000,
-            max_peer_handshakes: 64,
-            max_admin_connections: 256,
-            admin_idle_timeout_ms: 30_000,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ZabTuning {
-    /// Once an election vote has a quorum, how long to wait for a better one before deciding.
-    pub tick_ms: u64,
-    pub heartbeat_ms: u64,
-    pub follower_timeout_ms: u64,
-    pub leader_timeout_ms: u64,
-    pub discovery_timeout_ms: u64,
-    pub log_retain: u64,
-    pub max_inflight: u64,
-    /// Batches the leader keeps proposed and not yet committed; commands arriving while the
-    /// window is full leave together in the next batch.
-    pub window: usize,
-}
-
-impl Default for ZabTuning {
-    fn default() -> Self {
-        Self {
-            tick_ms: 20,
-            heartbeat_ms: 100,
-            follower_timeout_ms: 1_000,
-            leader_timeout_ms: 1_000,
-            discovery_timeout_ms: 2_000,
-            log_retain: 10_000,
-            max_inflight: 20_000,
-            window: synod_zab::Options::default().window,
-        }
-    }
 }
 
 fn default_threads() -> usize {
@@ -267,36 +169,12 @@ fn default_snapshot_every() -> u64 {
 fn default_log_level() -> String {
     "info".into()
 }
+fn default_log_format() -> String {
+    "text".into()
+}
 
 impl Config {
-    /// Load `path` (if any), apply `key=value` overrides, deserialize and validate.
-    pub fn load(path: Option<&std::path::Path>, overrides: &[String]) -> Result<Config> {
-        let mut doc: toml::Table = match path {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read config file {}", p.display()))?;
-                text.parse()
-                    .with_context(|| format!("config file {} is not valid TOML", p.display()))?
-            }
-            None => toml::Table::new(),
-        };
-        for o in overrides {
-            let (key, value) = o
-                .split_once('=')
-                .with_context(|| format!("--set {o}: expected key=value"))?;
-            set_path(&mut doc, key.trim(), parse_value(value.trim()))
-                .with_context(|| format!("--set {o}"))?;
-        }
-        let cfg: Config =
-            serde_path_to_error::deserialize(toml::Value::Table(doc)).map_err(|e| {
-                let path = e.path().to_string();
-                let inner = e.into_inner();
-                anyhow::anyhow!("config key {path}: {}", inner.message().trim())
-            })?;
-        cfg.validate()?;
-        Ok(cfg)
-    }
-
+    /// Checks the values together (serde has checked their types).
     pub fn validate(&self) -> Result<()> {
         if self.cluster_id.is_empty() {
             bail!("config key cluster_id: must not be empty");
@@ -329,6 +207,12 @@ impl Config {
         }
         if !self.debug_bug.is_empty() && !self.fault_injection {
             bail!("config key debug_bug: needs fault_injection = true");
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            bail!(
+                "config key log_format: '{}' (expected text or json)",
+                self.log_format
+            );
         }
         if !matches!(self.fsync.as_str(), "always" | "never") {
             bail!(
@@ -381,27 +265,11 @@ impl Config {
         if self.zookeeper.max_connections == 0 {
             bail!("config key zookeeper.max_connections: must be at least 1");
         }
-        if self.limits.max_peer_handshakes == 0
-            || self.limits.max_admin_connections == 0
-            || self.limits.admin_idle_timeout_ms == 0
-        {
-            bail!("config key limits.max_peer_handshakes / max_admin_connections / admin_idle_timeout_ms: must be positive");
-        }
+        self.limits.validate()?;
         if self.snapshot_every == 0 {
             bail!("config key snapshot_every: must be at least 1");
         }
-        if self.limits.chunk_bytes == 0 || self.limits.chunk_bytes > 64 << 20 {
-            bail!("config key limits.chunk_bytes: must be between 1 and 64 MiB");
-        }
-        if self.zab.tick_ms == 0 || self.zab.heartbeat_ms < self.zab.tick_ms {
-            bail!("config key zab.heartbeat_ms: must be at least zab.tick_ms (> 0)");
-        }
-        if self.zab.follower_timeout_ms < 2 * self.zab.heartbeat_ms {
-            bail!("config key zab.follower_timeout_ms: must be at least twice zab.heartbeat_ms");
-        }
-        if self.zab.window == 0 {
-            bail!("config key zab.window: must be at least 1");
-        }
+        self.zab.validate()?;
         if self.batch.max_commands == 0 || self.batch.max_bytes == 0 {
             bail!("config key batch.max_commands / batch.max_bytes: must be at least 1");
         }
@@ -417,36 +285,7 @@ impl Config {
             self.runs("paxos").then_some(&self.paxos),
             self.runs("mencius").then_some(&self.mencius),
         )?;
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, g) in self.groups.iter().enumerate() {
-            let key = format!("groups[{i}]");
-            if g.id == 0 {
-                bail!("config key {key}.id: 0 is the ZooKeeper group; use 1 or more");
-            }
-            if !seen.insert(g.id) {
-                bail!("config key {key}.id: group {} is listed twice", g.id);
-            }
-            if g.machine != "register" {
-                bail!(
-                    "config key {key}.machine: '{}' (expected register)",
-                    g.machine
-                );
-            }
-            let members = self.group_members(g);
-            if members.is_empty() {
-                bail!("config key {key}.members: a group needs at least one member");
-            }
-            for m in &members {
-                if !self.members()?.contains_key(m) {
-                    bail!("config key {key}.members: {m} is not one of the peers");
-                }
-            }
-            check_protocol(
-                &format!("{key}.protocol"),
-                g.protocol.as_deref().unwrap_or(&self.protocol),
-                members.len(),
-            )?;
-        }
+        let seen = self.check_groups()?;
         let nodes = members.keys().copied().collect();
         self.kv.validate(&nodes, &seen)?;
         let kv_groups =
@@ -464,20 +303,6 @@ impl Config {
             check_protocol("etcd.protocol", p, members.len())?;
         }
         Ok(())
-    }
-
-    /// The members of a configured group (every node when it lists none).
-    pub fn group_members(&self, g: &GroupConfig) -> Vec<NodeId> {
-        let mut m = match &g.members {
-            Some(m) => m.clone(),
-            None => self
-                .members()
-                .map(|m| m.keys().copied().collect())
-                .unwrap_or_default(),
-        };
-        m.sort_unstable();
-        m.dedup();
-        m
     }
 
     /// Members by id.
@@ -507,30 +332,6 @@ impl Config {
             })
         })
     }
-}
-
-fn parse_value(v: &str) -> toml::Value {
-    // A TOML value if it parses as one (numbers, booleans, arrays, quoted strings), else a string.
-    format!("x = {v}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("x"))
-        .unwrap_or_else(|| toml::Value::String(v.to_string()))
-}
-
-fn set_path(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().filter(|s| !s.is_empty()).context("empty key")?;
-    let mut table = doc;
-    for p in parts {
-        table = table
-            .entry(p.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            .as_table_mut()
-            .with_context(|| format!("{p} is not a section"))?;
-    }
-    table.insert(last.to_string(), value);
-    Ok(())
 }
 
 #[cfg(test)]
@@ -636,46 +437,6 @@ mod tests {
     }
 
     #[test]
-    fn groups_are_checked_and_default_to_every_node() {
-        let text =
-            "cluster_id = 'c'\nnode_id = 1\ninsecure = true\nadmin_addr = '127.0.0.1:9181'\n\
-                    data_dir = '/tmp/x'\n[peers]\n1 = '127.0.0.1:2881'\n2 = '127.0.0.1:2882'\n\
-                    3 = '127.0.0.1:2883'\n[[groups]]\nid = 1\n[[groups]]\nid = 2\n\
-                    protocol = 'zab-ct'\nmembers = [1, 3]\n";
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, text).unwrap();
-        let c = Config::load(Some(&path), &[]).unwrap();
-        assert_eq!(c.group_members(&c.groups[0]), vec![1, 2, 3]);
-        assert_eq!(c.group_members(&c.groups[1]), vec![1, 3]);
-        // ZabCT with a named coin (the thesis's configurations) is a protocol too.
-        let o = c.options::<synod_zab::Zab>("zab-ct-a");
-        assert_eq!(o.variant, synod_zab::variant::Variant::Ct);
-        assert!(matches!(
-            o.coin,
-            synod_zab::coin::Choice::Adaptive {
-                policy: synod_zab::coin::Policy::Average,
-                theta: None
-            }
-        ));
-        assert!(check_protocol("protocol", "zab-ct-half", 3).is_ok());
-        for (bad, key) in [
-            ("[[groups]]\nid = 0\n", "groups[2].id"),
-            ("[[groups]]\nid = 1\n", "groups[2].id"),
-            ("[[groups]]\nid = 5\nmembers = [9]\n", "groups[2].members"),
-            ("[[groups]]\nid = 5\nmachine = 'sql'\n", "groups[2].machine"),
-            (
-                "[[groups]]\nid = 5\nprotocol = 'raft'\n",
-                "groups[2].protocol",
-            ),
-        ] {
-            std::fs::write(&path, format!("{text}{bad}")).unwrap();
-            let e = Config::load(Some(&path), &[]).unwrap_err().to_string();
-            assert!(e.contains(key), "{bad}: {e}");
-        }
-    }
-
-    #[test]
     fn errors_name_the_key() {
         let e = load(&["colour=blue"]).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
@@ -683,6 +444,13 @@ mod tests {
         assert!(e.contains("node_id"), "{e}");
         let e = load(&["fsync=sometimes"]).unwrap_err().to_string();
         assert!(e.contains("fsync"), "{e}");
+        let e = load(&["log_format=xml"]).unwrap_err().to_string();
+        assert!(
+            e.contains("config key log_format: 'xml' (expected text or json)"),
+            "{e}"
+        );
+        assert_eq!(load(&[]).unwrap().log_format, "text");
+        assert_eq!(load(&["log_format=json"]).unwrap().log_format, "json");
         let e = load(&["zab.tick_ms=\"soon\""]).unwrap_err().to_string();
         assert!(e.contains("tick_ms"), "{e}");
         let e = load(&["protocol=raft"]).unwrap_err().to_string();

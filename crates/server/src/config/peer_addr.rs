@@ -97,6 +97,16 @@ impl fmt::Display for PeerAddr {
     }
 }
 
+impl schemars::JsonSchema for PeerAddr {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PeerAddr".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "host:port" })
+    }
+}
+
 impl Serialize for PeerAddr {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

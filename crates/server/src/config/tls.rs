@@ -1,10 +1,13 @@
 //! The `[tls]` section: the cluster's CA, this node's certificate and key, and what the client
 //! ports ask of clients. See crate::tls for what each port does with them.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// `[tls]`: the cluster CA, this node's certificate and key, and what the ports ask of
+/// clients.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// The cluster's CA certificate(s), PEM. Peers must present a certificate it signed, and so
@@ -14,7 +17,7 @@ pub struct TlsConfig {
     /// This node's certificate (PEM, chain allowed), made by `synod certs node`: it names the
     /// node (`node-<id>.<cluster>.synod`) and is used on every port.
     pub cert_file: PathBuf,
-    /// Its private key (PEM).
+    /// The private key of `cert_file` (PEM).
     pub key_file: PathBuf,
     /// Client certificates on the ZooKeeper secure port and the KV gRPC port (ZooKeeper's
     /// `ssl.clientAuth`): `none`, `want` (asked for and checked when sent; an x509 ACL id
@@ -44,7 +47,8 @@ fn admin_subjects() -> Vec<String> {
     vec!["CN=root,O=synod".into()]
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+/// What a TLS client port asks of clients.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientAuth {
     None,

@@ -2,35 +2,41 @@
 //! the ZooKeeper client port (checked with the rest in `Config::validate`).
 
 use anyhow::{bail, Context, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// `[zookeeper]`: the ZooKeeper front end.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ZkTuning {
     /// jute.maxbuffer: largest client request in bytes; a larger one closes the connection.
     pub max_buffer: usize,
-    /// Session timeouts are clamped to [min, max] (ZooKeeper: 2 and 20 ticks of 2 s).
+    /// Shortest session timeout granted, in milliseconds: a client asking for less gets this
+    /// (ZooKeeper: 2 ticks of 2 s).
     pub min_session_timeout_ms: i32,
+    /// Longest session timeout granted, in milliseconds: a client asking for more gets this
+    /// (ZooKeeper: 20 ticks of 2 s). At least `min_session_timeout_ms`.
     pub max_session_timeout_ms: i32,
-    /// Open client connections, those still in their handshake included; more are closed as
+    /// Open client connections, a count, those still in their handshake included; more are closed as
     /// soon as they are accepted. Lowered at start-up to fit the file-descriptor limit
     /// (RLIMIT_NOFILE, whose soft limit the server raises to the hard limit).
     pub max_connections: usize,
-    /// Requests of one connection in flight before the server stops reading it.
+    /// Requests of one connection in flight before the server stops reading it, a count.
     pub max_outstanding: usize,
     /// Bytes of requests of one connection read but not yet answered before the server stops
     /// reading it (at least `max_buffer`): bounds the memory one connection can pin.
     pub max_outstanding_bytes: usize,
-    /// Watch events queued for one connection before it is closed as too slow.
+    /// Watch events queued for one connection before it is closed as too slow, a count.
     pub max_queued_events: usize,
     /// A new connection that has not sent its whole ConnectRequest (or a four-letter word)
     /// within this time is closed. After the handshake, a request frame must arrive whole
-    /// within the session timeout once its first byte has.
+    /// within the session timeout once its first byte has. In milliseconds.
     pub handshake_timeout_ms: u64,
     /// A connection whose replies cannot be written for this long (a client that does not
-    /// read) is closed. At most about 1 MiB of replies is buffered per connection meanwhile.
+    /// read) is closed, in milliseconds. At most about 1 MiB of replies is buffered per
+    /// connection meanwhile.
     pub write_timeout_ms: u64,
     /// Four-letter words answered on the client port: "*" or a list (ruok, srvr, stat, mntr,
     /// conf, cons, envi, wchs, dump, isro).
@@ -63,10 +69,10 @@ pub struct ZkTuning {
     /// request; one that does not is answered SESSIONCLOSEDREQUIRESASLAUTH and closed. Empty
     /// (the default): no requirement.
     pub require_auth: Vec<String>,
-    /// ZooKeeper's maxClientCnxns: open client connections from one IP address; more are
+    /// ZooKeeper's maxClientCnxns: open client connections from one IP address, a count; more are
     /// closed as soon as they are accepted. 0: no limit.
     pub max_client_cnxns: usize,
-    /// Watches one session may hold; a request that would add one more fails with
+    /// Watches one session may hold, a count; a request that would add one more fails with
     /// QUOTAEXCEEDED (the connection stays). 0: no limit.
     pub max_watches_per_session: usize,
     /// Bytes per second the server reads from one client connection (a token bucket holding
@@ -75,7 +81,7 @@ pub struct ZkTuning {
 }
 
 /// SASL users, name → password: never printed (the Debug form names the users only).
-#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(transparent)]
 pub struct SaslUsers(pub BTreeMap<String, String>);
 
