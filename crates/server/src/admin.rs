@@ -3,7 +3,11 @@
 //! replica's state, PUT creates or sets it, DELETE removes it; writes are replicated), and the
 //! register groups' maps (`/v1/groups/<id>/kv/<key>`, and `POST /v1/groups/<id>/relay/<to>/<key>`
 //! to put a key in group `<to>` through a message between groups), used by operators and the
-//! integration tests.
+//! integration tests; and the web console ([`console`], docs/console.md) at `/console/`.
+
+// The console lives in src/console/ but is declared here, with the admin port it is part of.
+#[path = "console/mod.rs"]
+pub mod console;
 
 use crate::host::{Applied, GroupHandle, Status, SubmitError};
 use crate::machine::ZooKeeper;
@@ -68,6 +72,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
             "/v1/groups/:group/relay/:to/:key",
             axum::routing::post(group_relay),
         )
+        .merge(console::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -87,9 +92,11 @@ pub struct AdminLimits {
 /// Serve `app` on `listener` within `limits`: anyone who can reach the port can open
 /// connections, so their number, their idleness and their slowness are all bounded.
 /// Serve the admin port: plain HTTP, or HTTPS with `tls`. Over HTTPS only `/health`,
-/// `/metrics` and `/v1/status` are open to anyone: everything else (the key-value API, which
-/// reads and writes the tree without ACLs, backups, fault injection) needs a client
-/// certificate from the cluster CA.
+/// `/metrics`, `/v1/status` and the console's read-only paths ([`console::open`]: its
+/// pages, and the tree as an anonymous ZooKeeper client may read it) are open to anyone:
+/// everything else (the key-value API, which reads and writes the tree without ACLs, backups,
+/// fault injection) needs a client certificate from the cluster CA. Each request over HTTPS
+/// carries a [`console::Caller`] saying whether its connection presented one.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -158,8 +165,14 @@ pub async fn serve(
                 .and_then(crate::tls::x509_subject);
             let certified = subject.is_some_and(|s| tls.admin_subject(&s));
             let app = app.layer(axum::middleware::from_fn(
-                move |req: axum::extract::Request, next: axum::middleware::Next| async move {
-                    let open = matches!(req.uri().path(), "/health" | "/metrics" | "/v1/status");
+                move |mut req: axum::extract::Request, next: axum::middleware::Next| async move {
+                    let path = req.uri().path();
+                    let open = matches!(path, "/health" | "/metrics" | "/v1/status")
+                        || console::open(path);
+                    req.extensions_mut().insert(console::Caller {
+                        tls: true,
+                        admin: certified,
+                    });
                     if open || certified {
                         next.run(req).await
                     } else {
@@ -217,14 +230,29 @@ async fn cut_set(
         }
     }
     cut.set(peers);
-    (StatusCode::OK, format!("cut: {:?}\n", cut.get())).into_response()
+    cut_json(cut)
+}
+
+/// `{"cut": [2, 3]}`: the peers this replica is cut off from.
+fn cut_json(cut: &crate::transport::Cut) -> Response {
+    json(StatusCode::OK, &serde_json::json!({ "cut": cut.get() }))
 }
 
 async fn cut_get(State(s): State<Arc<AdminState>>) -> Response {
     match &s.cut {
-        Some(c) => (StatusCode::OK, format!("cut: {:?}\n", c.get())).into_response(),
+        Some(c) => cut_json(c),
         None => (StatusCode::FORBIDDEN, "fault injection is off\n").into_response(),
     }
+}
+
+/// A JSON answer, one line.
+pub(crate) fn json(code: StatusCode, v: &serde_json::Value) -> Response {
+    (
+        code,
+        [("content-type", "application/json")],
+        format!("{v}\n"),
+    )
+        .into_response()
 }
 
 async fn metrics(State(s): State<Arc<AdminState>>) -> Response {
@@ -236,22 +264,27 @@ async fn metrics(State(s): State<Arc<AdminState>>) -> Response {
 }
 
 /// 200 only when the ZooKeeper group serves here (an established leader, or every replica
-/// proposing).
+/// proposing), 503 otherwise; the body says why, in JSON:
+/// `{"status": "ok", "serving": true, "role": "following", "leader": 3, "epoch": 2}`, or
+/// `{"status": "no leader", "serving": false, "role": "electing", "leader": null, …}`.
 async fn health(State(s): State<Arc<AdminState>>) -> Response {
     let v = s.zookeeper.view();
-    if v.serving() {
-        (
-            StatusCode::OK,
-            format!("ok: {} of leader {:?}\n", v.role.name(), v.leader),
-        )
-            .into_response()
+    let serving = v.serving();
+    let (code, status) = if serving {
+        (StatusCode::OK, "ok")
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("no leader ({})\n", v.role.name()),
-        )
-            .into_response()
-    }
+        (StatusCode::SERVICE_UNAVAILABLE, "no leader")
+    };
+    json(
+        code,
+        &serde_json::json!({
+            "status": status,
+            "serving": serving,
+            "role": v.role.name(),
+            "leader": v.leader,
+            "epoch": v.epoch,
+        }),
+    )
 }
 
 async fn status(State(s): State<Arc<AdminState>>) -> Response {
