@@ -1,5 +1,9 @@
 //! A transactional history checker in the style of Elle, for SconeKV's versioned keys
-//! (the store's consistency model: `/work/shared/research/sconekv.md` §4 and §11).
+//! (the store's consistency model: J. Gonçalves, *SconeKV: Strongly CONSistEnt Key-Value
+//! Store*, M.Sc. thesis, IST, 2020, §3.3–3.4; docs/references.md). Below, §n is a section of
+//! the project's research notes on that thesis (`sconekv.md`, kept with the source documents,
+//! not in this repository): §4 its consistency model, §11 the points an implementation must get
+//! right.
 //!
 //! # The model
 //!
