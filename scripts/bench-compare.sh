@@ -2,8 +2,8 @@
 # synod against Apache ZooKeeper 3.8 and etcd 3.4 on this machine, one system at a time:
 # installs what is missing (Debian: zookeeper, etcd-server), builds synod, runs the matrix and
 # writes
-# docs/results/compare.{md,json,svg}. Extra arguments go to `synod bench compare`
-# (e.g. --duration 5s --clients 1,32).
+# docs/results/compare.{md,json,svg} (another directory with --out DIR). Extra arguments go to
+# `synod bench compare` (e.g. --duration 5s --clients 1,32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,4 +22,8 @@ fi
 
 echo "== building synod"
 cargo build --release --locked -p synod
-exec target/release/synod bench compare "$@"
+out=(--out docs/results)
+for a in "$@"; do
+  case "$a" in --out | --out=*) out=() ;; esac
+done
+exec target/release/synod bench compare "${out[@]}" "$@"

@@ -126,8 +126,23 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; th
 fi
 SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/etcd
 
+section "README's quick start, line by line (synod dev --kv with TLS on the default ports; synod cli, kv, env, curl, kazoo, zkCli.sh, etcdctl)"
+SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/quickstart
+
 section "Operations: synod import of a ZooKeeper 3.8 data directory, synod backup and restore (zab, paxos, mencius)"
 SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -p no:cacheprovider tests/ops
+
+section "Web console: a three-node cluster in headless Chromium (tests/console)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "Chromium and chromedriver are needed for the console test: sudo apt-get install chromium chromium-driver" >&2
+    exit 1
+  fi
+fi
+SYNOD_BIN="$PWD/target/ci/synod" "$py/bin/pytest" -q -rA -p no:cacheprovider tests/console
 
 section "Deployment files: Dockerfile, Helm chart, Kubernetes manifests, alerts, dashboard, systemd unit"
 SYNOD_BIN="$PWD/target/ci/synod" bash scripts/check-deploy.sh

@@ -25,9 +25,10 @@ use synod_zk::backup::{self, Backup, Header};
 #[derive(Args, Debug)]
 pub struct BackupArgs {
     /// Admin addresses (host:port, comma-separated) of the cluster's nodes; the first that
-    /// takes the backup is used.
-    #[arg(long, default_value = "127.0.0.1:9181")]
-    admin: String,
+    /// takes the backup is used. Default: the client configuration's (`synod dev` writes it),
+    /// else 127.0.0.1:9181.
+    #[arg(long)]
+    admin: Option<String>,
     /// Where to write the backup (written to FILE.tmp, synced, then renamed).
     #[arg(long)]
     out: PathBuf,
@@ -112,9 +113,37 @@ fn describe(h: &Header, bytes: usize) -> String {
     )
 }
 
+/// The admin ports to ask and the TLS to ask them with: `--admin` and `--ca/--cert/--key`, else
+/// the client configuration's, else 127.0.0.1:9181 in plain text.
+pub(crate) fn admin_target(
+    admin: Option<&str>,
+    tls: (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>),
+) -> Result<(Vec<String>, Option<Arc<rustls::ClientConfig>>)> {
+    let t = crate::client_config::Target::resolve(
+        admin.map(crate::client_config::split_addrs),
+        |c| c.admin.clone(),
+        "127.0.0.1:9181",
+        tls,
+    )?;
+    let tls = match (&t.ca, &t.cert, &t.key) {
+        (Some(ca), Some(cert), Some(key)) => Some(tls_config(ca, cert, key)?),
+        _ => None,
+    };
+    Ok((t.addrs, tls))
+}
+
 /// TLS to the admin port: the cluster CA, and a client certificate (the admin port serves
 /// backups only to clients of the cluster CA).
 pub(crate) fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustls::ClientConfig>> {
+    client_tls(ca, Some((cert, key)))
+}
+
+/// A TLS client trusting the cluster CA `ca`, showing the client certificate `identity` (its
+/// chain and key, PEM) when given.
+pub(crate) fn client_tls(
+    ca: &Path,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<rustls::ClientConfig>> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let mut roots = rustls::RootCertStore::empty();
@@ -126,19 +155,38 @@ pub(crate) fn tls_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<rustl
             .add(c)
             .with_context(|| format!("{}: not a CA certificate", ca.display()))?;
     }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let Some((cert, key)) = identity else {
+        return Ok(Arc::new(builder.with_no_client_auth()));
+    };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("cannot read {}", cert.display()))?
         .collect::<Result<_, _>>()
         .with_context(|| format!("{} holds a bad certificate", cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("cannot read a private key from {}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
+    let cfg = builder
         .with_client_auth_cert(chain, key)
         .context("the client certificate and key do not match")?;
     Ok(Arc::new(cfg))
+}
+
+/// Opens TLS over `s`, checking that the server's certificate names `addr`'s host.
+pub(crate) fn tls_stream(
+    s: TcpStream,
+    addr: &str,
+    cfg: &Arc<rustls::ClientConfig>,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls_pki_types::ServerName::try_from(host.to_string())
+        .map_err(|_| anyhow!("{addr}: '{host}' is not a server name"))?;
+    let conn =
+        rustls::ClientConnection::new(cfg.clone(), name).with_context(|| format!("{addr}: TLS"))?;
+    Ok(rustls::StreamOwned::new(conn, s))
 }
 
 /// One HTTP/1.1 request (`GET` or `POST`) with an empty body (over TLS when `tls` is given);
@@ -162,15 +210,7 @@ pub(crate) fn http(
     s.set_write_timeout(Some(timeout))?;
     match tls {
         None => exchange(s, method, addr, path, max),
-        Some(cfg) => {
-            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let name = rustls_pki_types::ServerName::try_from(host.to_string())
-                .map_err(|_| anyhow!("{addr}: '{host}' is not a server name"))?;
-            let conn = rustls::ClientConnection::new(cfg.clone(), name)
-                .with_context(|| format!("{addr}: TLS"))?;
-            exchange(rustls::StreamOwned::new(conn, s), method, addr, path, max)
-        }
+        Some(cfg) => exchange(tls_stream(s, addr, cfg)?, method, addr, path, max),
     }
 }
 
@@ -234,12 +274,12 @@ fn exchange<S: Read + Write>(
 
 pub fn run_backup(a: BackupArgs) -> Result<()> {
     let timeout = Duration::from_secs(a.timeout_s);
-    let tls = match (&a.ca, &a.cert, &a.key) {
-        (Some(ca), Some(cert), Some(key)) => Some(tls_config(ca, cert, key)?),
-        _ => None,
-    };
+    let (addrs, tls) = admin_target(
+        a.admin.as_deref(),
+        (a.ca.clone(), a.cert.clone(), a.key.clone()),
+    )?;
     let mut last = None;
-    for addr in a.admin.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for addr in addrs.iter().map(String::as_str) {
         match http(
             "POST",
             addr,

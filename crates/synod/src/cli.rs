@@ -1,9 +1,14 @@
 //! `synod cli`: a small ZooKeeper client for operators (works against synod and ZooKeeper).
 //!
 //! ```text
-//! synod cli --server 127.0.0.1:2181 ls /
-//! synod cli --server 127.0.0.1:2181          # interactive: one command per line
+//! synod cli ls /                                  # the client configuration's cluster
+//! synod cli --servers 127.0.0.1:2181 ls /
+//! synod cli --servers 127.0.0.1:2281 --ca ca.crt ls /     # over TLS
+//! synod cli                                       # interactive: one command per line
 //! ```
+//!
+//! Exit status: 0 when every command succeeded, 1 when one failed (the server's error, or an
+//! unknown command or bad arguments), 2 when no server could be reached.
 
 use anyhow::{bail, Context, Result};
 use bytes::{Bytes, BytesMut};
@@ -11,13 +16,27 @@ use clap::Args;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
-use synod_zk::jute::{err, mode, op, JuteWrite, Reader, Stat};
+use synod_zk::jute::{err, mode, op, xid, JuteWrite, Reader, Stat};
 
 #[derive(Args, Debug)]
 pub struct CliArgs {
-    /// host:port of a server (comma-separated: the first that answers is used).
-    #[arg(long, default_value = "127.0.0.1:2181")]
-    server: String,
+    /// Servers, host:port (comma-separated: the first that answers is used). Default: the client
+    /// configuration's (`synod dev` writes it; its TLS ports when it names a CA), else
+    /// 127.0.0.1:2181.
+    #[arg(long, alias = "server")]
+    servers: Option<String>,
+    /// The cluster CA (PEM): connect over TLS (to the servers' secure client ports).
+    #[arg(long)]
+    ca: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM), shown to servers that ask for one (x509 ACLs).
+    #[arg(long, requires_all = ["key", "ca"])]
+    cert: Option<std::path::PathBuf>,
+    #[arg(long, requires = "cert")]
+    key: Option<std::path::PathBuf>,
+    /// Credentials sent when the session opens, as zkCli's `addauth`: SCHEME:CREDENTIAL, e.g.
+    /// `digest:alice:secret` (repeatable).
+    #[arg(long, value_name = "SCHEME:CREDENTIAL")]
+    auth: Vec<String>,
     /// Session timeout in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: i32,
@@ -27,8 +46,12 @@ pub struct CliArgs {
     command: Vec<String>,
 }
 
-struct Client {
-    s: TcpStream,
+/// The connection: plain TCP or TLS.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+pub(crate) struct Client {
+    s: Box<dyn Stream>,
     xid: i32,
 }
 
@@ -49,12 +72,21 @@ fn error_name(code: i32) -> &'static str {
 }
 
 impl Client {
-    fn connect(servers: &str, timeout_ms: i32) -> Result<Client> {
+    fn connect(
+        servers: &[String],
+        timeout_ms: i32,
+        tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Result<Client> {
         let mut last = None;
-        for addr in servers.split(',') {
-            match TcpStream::connect(addr.trim()) {
+        for addr in servers {
+            let addr = addr.as_str();
+            match TcpStream::connect(addr) {
                 Ok(s) => {
                     s.set_read_timeout(Some(Duration::from_secs(30)))?;
+                    let s: Box<dyn Stream> = match tls {
+                        Some(cfg) => Box::new(crate::backup::tls_stream(s, addr, cfg)?),
+                        None => Box::new(s),
+                    };
                     let mut c = Client { s, xid: 0 };
                     let mut b = BytesMut::new();
                     b.int(0);
@@ -63,8 +95,17 @@ impl Client {
                     b.long(0);
                     b.buffer(&[0u8; 16]);
                     b.boolean(false);
-                    c.send(&b)?;
-                    let resp = c.recv()?;
+                    if let Err(e) = c.send(&b) {
+                        last = Some(format!("{addr}: {e:#}"));
+                        continue;
+                    }
+                    let resp = match c.recv() {
+                        Ok(r) => r,
+                        Err(e) => {
+                            last = Some(format!("{addr}: {e:#}"));
+                            continue;
+                        }
+                    };
                     let mut r = Reader::new(resp);
                     let _version = r.int()?;
                     let timeout = r.int()?;
@@ -78,7 +119,11 @@ impl Client {
                 Err(e) => last = Some(format!("{addr}: {e}")),
             }
         }
-        bail!("no server answered ({})", last.unwrap_or_default())
+        bail!(
+            "no server answered ({}); start one with `synod dev`, or name servers with --servers \
+             (and --ca for TLS ports)",
+            last.unwrap_or_default()
+        )
     }
 
     fn send(&mut self, body: &[u8]) -> Result<()> {
@@ -86,12 +131,16 @@ impl Client {
         f.extend_from_slice(&(body.len() as i32).to_be_bytes());
         f.extend_from_slice(body);
         self.s.write_all(&f)?;
+        self.s.flush()?;
         Ok(())
     }
 
     fn recv(&mut self) -> Result<Bytes> {
         let mut len = [0u8; 4];
         self.s.read_exact(&mut len).context("connection closed")?;
+        if matches!(len, [0x15 | 0x16, 0x03, _, _]) {
+            bail!("the server answered in TLS: this is a secure port, pass --ca (the cluster CA)");
+        }
         let n = i32::from_be_bytes(len);
         if !(0..=64 << 20).contains(&n) {
             bail!("bad frame length {n}");
@@ -122,6 +171,49 @@ impl Client {
                 return Ok((e, r));
             }
         }
+    }
+}
+
+impl Client {
+    /// zkCli's `addauth SCHEME CREDENTIAL`: the AUTH packet (xid -4); its reply says whether the
+    /// server took it.
+    fn add_auth(&mut self, scheme: &str, credential: &str) -> Result<()> {
+        let mut b = BytesMut::new();
+        b.int(xid::AUTH);
+        b.int(op::AUTH);
+        b.int(0);
+        b.string(scheme);
+        b.buffer(credential.as_bytes());
+        self.send(&b)?;
+        loop {
+            let mut r = Reader::new(self.recv()?);
+            let x = r.int()?;
+            let _zxid = r.long()?;
+            let e = r.int()?;
+            if x == xid::NOTIFICATION {
+                print_event(&mut r)?;
+                continue;
+            }
+            if x == xid::AUTH {
+                if e == err::AUTH_FAILED {
+                    bail!("authentication failed ({scheme}); the server closes the session");
+                }
+                return check(e);
+            }
+        }
+    }
+
+    /// The children of `path`, sorted (for tab completion; errors give none).
+    pub(crate) fn children(&mut self, path: &str) -> Vec<String> {
+        let Ok((e, mut r)) = self.call(op::GET_CHILDREN, &path_watch(path, false)) else {
+            return Vec::new();
+        };
+        if e != err::OK {
+            return Vec::new();
+        }
+        let mut kids = r.strings().unwrap_or_default();
+        kids.sort();
+        kids
     }
 }
 
@@ -161,7 +253,7 @@ fn path_watch(p: &str, watch: bool) -> BytesMut {
     b
 }
 
-const HELP: &str = "commands:
+pub(crate) const HELP: &str = "commands:
   ls PATH                      list children
   get PATH                     print data
   stat PATH                    print the Stat
@@ -169,14 +261,16 @@ const HELP: &str = "commands:
   create [-e] [-s] PATH [DATA] create (ephemeral, sequential)
   delete PATH [VERSION]        delete
   watch PATH                   wait for the next change of PATH's data or children
+  addauth SCHEME CREDENTIAL    add credentials to the session (addauth digest alice:secret)
   quit";
 
-fn run_command(c: &mut Client, words: &[String]) -> Result<bool> {
+pub(crate) fn run_command(c: &mut Client, words: &[String]) -> Result<bool> {
     let w: Vec<&str> = words.iter().map(String::as_str).collect();
     match w.as_slice() {
         [] => {}
         ["help"] => println!("{HELP}"),
         ["quit"] | ["exit"] => return Ok(false),
+        ["addauth", scheme, credential] => c.add_auth(scheme, credential)?,
         ["ls", p] => {
             let (e, mut r) = c.call(op::GET_CHILDREN, &path_watch(p, false))?;
             check(e)?;
@@ -259,7 +353,7 @@ fn run_command(c: &mut Client, words: &[String]) -> Result<bool> {
                 print_event(&mut r)?;
             }
         }
-        _ => println!("unknown command; try help"),
+        [cmd, ..] => bail!("{cmd}: unknown command or wrong arguments; try help\n{HELP}"),
     }
     Ok(true)
 }
@@ -272,8 +366,67 @@ fn check(e: i32) -> Result<()> {
     }
 }
 
+/// Where to connect: --servers (TLS with --ca), else the client configuration (its TLS ports
+/// when it names a CA), else 127.0.0.1:2181.
+fn target(args: &CliArgs) -> Result<(Vec<String>, Option<std::sync::Arc<rustls::ClientConfig>>)> {
+    use crate::client_config::{split_addrs, ClientConfig};
+    let (addrs, ca, identity) = match (&args.servers, ClientConfig::load()?) {
+        (Some(s), _) => (
+            split_addrs(s),
+            args.ca.clone(),
+            args.cert.clone().zip(args.key.clone()),
+        ),
+        (None, Some(cfg)) if cfg.ca.is_some() && !cfg.zookeeper_tls.is_empty() => {
+            let (ca, cert, key) = ClientConfig::tls_files(
+                Some(&cfg),
+                args.ca.clone(),
+                args.cert.clone(),
+                args.key.clone(),
+            );
+            (cfg.zookeeper_tls.clone(), ca, cert.zip(key))
+        }
+        (None, Some(cfg)) if !cfg.zookeeper.is_empty() => (
+            cfg.zookeeper.clone(),
+            args.ca.clone(),
+            args.cert.clone().zip(args.key.clone()),
+        ),
+        (None, _) => (
+            vec!["127.0.0.1:2181".to_string()],
+            args.ca.clone(),
+            args.cert.clone().zip(args.key.clone()),
+        ),
+    };
+    if addrs.is_empty() {
+        bail!("--servers: no address");
+    }
+    let tls = match &ca {
+        Some(ca) => Some(crate::backup::client_tls(
+            ca,
+            identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path())),
+        )?),
+        None => None,
+    };
+    Ok((addrs, tls))
+}
+
 pub fn run(args: CliArgs) -> Result<i32> {
-    let mut c = Client::connect(&args.server, args.timeout_ms)?;
+    let (addrs, tls) = target(&args)?;
+    let mut c = match Client::connect(&addrs, args.timeout_ms, tls.as_ref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("synod cli: {e:#}");
+            return Ok(2);
+        }
+    };
+    for a in &args.auth {
+        let Some((scheme, credential)) = a.split_once(':') else {
+            bail!("--auth {a}: expected SCHEME:CREDENTIAL (digest:alice:secret)");
+        };
+        if let Err(e) = c.add_auth(scheme, credential) {
+            eprintln!("synod cli: {e:#}");
+            return Ok(1);
+        }
+    }
     if !args.command.is_empty() {
         let code = match run_command(&mut c, &args.command) {
             Ok(_) => 0,
@@ -286,6 +439,10 @@ pub fn run(args: CliArgs) -> Result<i32> {
         return Ok(code);
     }
     let stdin = std::io::stdin();
+    if std::io::IsTerminal::is_terminal(&stdin) {
+        return crate::cli_shell::interactive(c);
+    }
+    let mut code = 0;
     print!("synod> ");
     std::io::stdout().flush()?;
     for line in stdin.lock().lines() {
@@ -293,11 +450,20 @@ pub fn run(args: CliArgs) -> Result<i32> {
         match run_command(&mut c, &words) {
             Ok(false) => break,
             Ok(true) => {}
-            Err(e) => println!("{e}"),
+            Err(e) => {
+                println!("{e}");
+                code = 1;
+            }
         }
         print!("synod> ");
         std::io::stdout().flush()?;
     }
-    let _ = c.call(op::CLOSE_SESSION, &[]);
-    Ok(0)
+    c.close();
+    Ok(code)
+}
+
+impl Client {
+    pub(crate) fn close(&mut self) {
+        let _ = self.call(op::CLOSE_SESSION, &[]);
+    }
 }

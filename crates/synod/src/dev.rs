@@ -1,5 +1,6 @@
 //! `synod dev`: a local cluster of N replicas on loopback, one process each.
 
+use crate::client_config::{install_dev, remove_dev, ClientConfig};
 use crate::procs::{Cluster, Kind};
 use anyhow::{bail, Result};
 use clap::Args;
@@ -91,10 +92,11 @@ pub fn run(args: DevArgs) -> Result<()> {
     let scheme = if cl.tls.is_some() { "https" } else { "http" };
     for i in 1..=n {
         println!(
-            "  node {i}: client {}  peer 127.0.0.1:{}  admin {scheme}://{}  (log {})",
+            "  node {i}: client {}  peer 127.0.0.1:{}  admin {scheme}://{}  (pid {}, log {})",
             cl.client_addr(i),
             cl.peer_port(i),
             cl.admin_addr(i),
+            cl.pid(i).unwrap_or(0),
             cl.dir.join(format!("node{i}.log")).display()
         );
         if cl.tls.is_some() {
@@ -108,58 +110,183 @@ pub fn run(args: DevArgs) -> Result<()> {
             println!("          etcd {} (etcd's v3 gRPC API)", cl.etcd_addr(i));
         }
     }
-    if args.kv {
-        let tls = cl.tls.as_ref().map_or(String::new(), |c| {
-            format!(" --ca {}", c.join("ca.crt").display())
-        });
-        println!(
-            "Try: synod kv --servers {}{tls} put greeting hello",
-            cl.kv_addrs().join(",")
-        );
-        let scheme = if cl.tls.is_some() { "https" } else { "http" };
-        let endpoints: Vec<String> = cl
-            .etcd_addrs()
-            .iter()
-            .map(|a| format!("{scheme}://{a}"))
-            .collect();
-        let cacert = cl.tls.as_ref().map_or(String::new(), |c| {
-            format!(" --cacert {}", c.join("ca.crt").display())
-        });
-        println!(
-            "     etcdctl --endpoints {}{cacert} put greeting hello",
-            endpoints.join(",")
-        );
-    }
-    if let Some(certs) = &cl.tls {
-        let c = certs.display();
-        println!(
-            "Peers use mutual TLS (certificates in {c}; --insecure turns TLS off). Try:\n  \
-             curl --cacert {c}/ca.crt --cert {c}/client-root.crt --key {c}/client-root.key \
-             https://{}/v1/status",
-            cl.admin_addr(1)
-        );
-    }
-    println!("Ctrl-C stops the cluster.");
+    let client = client_config(&cl, n, &args);
+    std::fs::write(cl.dir.join("client.toml"), client.to_dev_toml())?;
+    let installed = match ClientConfig::path() {
+        Some(p) => match install_dev(&p, &client) {
+            Ok(true) => Some(p),
+            Ok(false) => {
+                println!(
+                    "{} is not synod dev's: left alone (clients: --servers and --ca, or \
+                     SYNOD_CLIENT_CONFIG={})",
+                    p.display(),
+                    cl.dir.join("client.toml").display()
+                );
+                None
+            }
+            Err(e) => {
+                println!("cannot write the client configuration: {e:#}");
+                None
+            }
+        },
+        None => None,
+    };
+    print_try(&cl, &client, args.kv, installed.as_deref());
+    println!(
+        "Ctrl-C stops the cluster. A replica that is killed (kill -9 PID) starts again after 3 s."
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         // Record the signal; the loop below stops the replicas.
         let _ = signal_flag(sig, stop.clone());
     }
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    supervise(&mut cl, n, &stop);
+    println!("synod dev: stopping");
+    cl.stop_all();
+    if let Some(p) = &installed {
+        remove_dev(p, &client);
+    }
+    Ok(())
+}
+
+/// Keeps the cluster running until `stop`: a replica that exits (killed to watch the others
+/// elect a leader, say) is started again after RESTART_DELAY, and rejoins from its disk. A replica
+/// that exits within STARTUP of its start, at the cluster's start or again right after a restart,
+/// is failing, not killed: its log is shown and the cluster stops.
+fn supervise(cl: &mut Cluster, n: u32, stop: &std::sync::atomic::AtomicBool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::time::Instant;
+    const STARTUP: Duration = Duration::from_secs(3);
+    const RESTART_DELAY: Duration = Duration::from_secs(3);
+    let mut started: Vec<Instant> = vec![Instant::now(); n as usize + 1];
+    let mut down_since: Vec<Option<Instant>> = vec![None; n as usize + 1];
+    while !stop.load(Relaxed) {
         for i in 1..=n {
-            if !cl.is_running(i) {
+            let k = i as usize;
+            if let Some(t) = down_since[k] {
+                if t.elapsed() >= RESTART_DELAY {
+                    if let Err(e) = cl.start(i) {
+                        eprintln!("synod dev: replica {i} does not start: {e:#}; stopping");
+                        stop.store(true, Relaxed);
+                    }
+                    println!(
+                        "synod dev: replica {i} started again (pid {}); it recovers from its disk",
+                        cl.pid(i).unwrap_or(0)
+                    );
+                    started[k] = Instant::now();
+                    down_since[k] = None;
+                }
+                continue;
+            }
+            if cl.is_running(i) {
+                continue;
+            }
+            if started[k].elapsed() < STARTUP {
                 eprintln!(
-                    "synod dev: replica {i} exited; stopping the others. Its log ends:\n{}",
+                    "synod dev: replica {i} exited {:.1} s after starting; stopping the others. \
+                     Its log ends:\n{}",
+                    started[k].elapsed().as_secs_f64(),
                     cl.log_tail(i, 15)
                 );
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                stop.store(true, Relaxed);
+                break;
             }
+            println!(
+                "synod dev: replica {i} exited; the others carry on, and it starts again in {} s",
+                RESTART_DELAY.as_secs()
+            );
+            down_since[k] = Some(Instant::now());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    println!("synod dev: stopping");
-    cl.stop_all();
-    Ok(())
+}
+
+/// What clients need to reach this cluster (written to DATA/client.toml and the user's client
+/// configuration).
+fn client_config(cl: &Cluster, n: u32, args: &DevArgs) -> ClientConfig {
+    let all = |f: &dyn Fn(u32) -> String| (1..=n).map(f).collect::<Vec<_>>();
+    let certs = cl.tls.clone();
+    let scheme = if certs.is_some() { "https" } else { "http" };
+    ClientConfig {
+        cluster: format!(
+            "synod dev: {n} nodes ({}), data in {}",
+            args.protocol,
+            cl.dir.display()
+        ),
+        zookeeper: all(&|i| cl.client_addr(i)),
+        zookeeper_tls: if certs.is_some() {
+            all(&|i| cl.secure_client_addr(i))
+        } else {
+            Vec::new()
+        },
+        kv: if args.kv { cl.kv_addrs() } else { Vec::new() },
+        etcd: if args.kv {
+            cl.etcd_addrs()
+                .iter()
+                .map(|a| format!("{scheme}://{a}"))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        admin: all(&|i| cl.admin_addr(i)),
+        ca: certs.as_ref().map(|c| c.join("ca.crt")),
+        cert: certs.as_ref().map(|c| c.join("client-root.crt")),
+        key: certs.as_ref().map(|c| c.join("client-root.key")),
+    }
+}
+
+/// The lines a newcomer copies: each client with the right addresses and certificates.
+fn print_try(cl: &Cluster, c: &ClientConfig, kv: bool, installed: Option<&std::path::Path>) {
+    println!();
+    match installed {
+        Some(p) => println!(
+            "Clients find this cluster in {} (synod cli, synod kv, synod backup, synod member; \
+             eval \"$(synod env)\" exports SYNOD_CA and etcdctl's variables). Try:",
+            p.display()
+        ),
+        None => println!("Try:"),
+    }
+    let zk = c.zookeeper.join(",");
+    println!("  synod cli create /app hello && synod cli get /app");
+    println!("  /usr/share/zookeeper/bin/zkCli.sh -server {zk} ls /");
+    match &c.ca {
+        Some(ca) => println!(
+            "  python3 -c 'from kazoo.client import KazooClient as K; z=K(\"{}\", use_ssl=True, \
+             ca=\"{}\"); z.start(); print(z.get_children(\"/\"))'",
+            c.zookeeper_tls.join(","),
+            ca.display()
+        ),
+        None => println!(
+            "  python3 -c 'from kazoo.client import KazooClient as K; z=K(\"{zk}\"); z.start(); \
+             print(z.get_children(\"/\"))'"
+        ),
+    }
+    let admin = &c.admin[0];
+    match (&c.ca, &c.cert, &c.key) {
+        (Some(ca), Some(cert), Some(key)) => println!(
+            "  curl --cacert {} --cert {} --key {} https://{admin}/v1/status",
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+        _ => println!("  curl http://{admin}/v1/status"),
+    }
+    if kv {
+        println!("  synod kv put greeting hello && synod kv get greeting");
+        let cacert =
+            c.ca.as_ref()
+                .map_or(String::new(), |ca| format!(" --cacert {}", ca.display()));
+        println!(
+            "  etcdctl --endpoints {}{cacert} put greeting hello",
+            c.etcd.join(",")
+        );
+    }
+    if let Some(certs) = &cl.tls {
+        println!(
+            "Peers use mutual TLS (certificates in {}; --insecure turns TLS off).",
+            certs.display()
+        );
+    }
 }
 
 /// Set `flag` when `sig` arrives (a tokio runtime on a helper thread listens for it).

@@ -24,14 +24,15 @@ use synod_kv_client::{Client, ClientConfig, Outcome};
 
 #[derive(Args, Debug)]
 pub struct KvArgs {
-    /// Seed nodes' KV gRPC addresses, host:port,... (the view names the rest).
-    #[arg(long, default_value = "127.0.0.1:2479", value_delimiter = ',')]
-    servers: Vec<String>,
+    /// Seed nodes' KV gRPC addresses, host:port,... (the view names the rest). Default: the
+    /// client configuration's (`synod dev` writes it), else 127.0.0.1:2479.
+    #[arg(long, value_delimiter = ',')]
+    servers: Option<Vec<String>>,
     /// The limit of each RPC attempt, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
     /// The cluster CA (PEM): talk TLS to nodes that serve it (`[tls] kv`, on in a secure
-    /// cluster; `synod dev` prints the files).
+    /// cluster). Default: the client configuration's.
     #[arg(long)]
     ca: Option<std::path::PathBuf>,
     /// A client certificate and key (PEM) to show the nodes (with --ca).
@@ -133,12 +134,18 @@ async fn run_async(args: KvArgs) -> Result<i32> {
         }
         _ => Vec::new(),
     };
-    let tls = match &args.ca {
+    let target = crate::client_config::Target::resolve(
+        args.servers.clone(),
+        |c| c.kv.clone(),
+        "127.0.0.1:2479",
+        (args.ca.clone(), args.cert.clone(), args.key.clone()),
+    )?;
+    let tls = match &target.ca {
         Some(ca) => Some(synod_kv_client::ClientTls::from_files(
             ca,
-            args.cert.as_deref().zip(args.key.as_deref()),
+            target.cert.as_deref().zip(target.key.as_deref()),
         )?),
-        None if args.cert.is_some() => anyhow::bail!("--cert needs --ca"),
+        None if target.cert.is_some() => anyhow::bail!("--cert needs --ca"),
         None => None,
     };
     let config = ClientConfig {
@@ -146,7 +153,7 @@ async fn run_async(args: KvArgs) -> Result<i32> {
         tls,
         ..ClientConfig::default()
     };
-    let client = Client::connect_with(&args.servers, config).await?;
+    let client = Client::connect_with(&target.addrs, config).await?;
     match args.command {
         KvCommand::View => {
             let routing = client.routing();

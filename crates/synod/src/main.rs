@@ -6,10 +6,14 @@ mod certs;
 mod chaos;
 mod chaos_kv;
 mod cli;
+mod cli_shell;
+mod client_config;
+mod config_cmd;
 mod dev;
 mod experiment;
 mod kv_cli;
 mod member;
+mod plot;
 mod procs;
 mod restore;
 mod server;
@@ -58,6 +62,14 @@ enum Command {
     Member(member::MemberArgs),
     /// Make TLS certificates: the cluster CA, node and client certificates.
     Certs(certs::CertsArgs),
+    /// Print shell exports for the cluster in the client configuration (`eval "$(synod env)"`):
+    /// SYNOD_CA, SYNOD_ZOOKEEPER, … and etcdctl's ETCDCTL_ENDPOINTS and ETCDCTL_CACERT.
+    Env,
+    /// Print a shell completion script: `synod completions bash > /etc/bash_completion.d/synod`
+    /// (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// The configuration: its reference (markdown), a file checked, every key at its default.
+    Config(config_cmd::ConfigArgs),
     /// Print ZooKeeper's digest identity of `user:password` (for `[zookeeper] super_digest`
     /// and digest ACLs).
     Digest {
@@ -74,6 +86,16 @@ fn main() {
             0
         }
         Command::Certs(args) => report("certs", certs::run(args)),
+        Command::Env => report("env", client_config::run_env()),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "synod", &mut std::io::stdout());
+            0
+        }
+        Command::Config(args) => config_cmd::run(args).unwrap_or_else(|e| {
+            eprintln!("synod config: {e:#}");
+            1
+        }),
         Command::Member(args) => match member::run(args) {
             Ok(code) => code,
             Err(e) => {

@@ -9,20 +9,20 @@
 //! A change goes to each admin address in turn until the group's leader takes it (the others
 //! answer "not the established leader").
 
-use crate::backup::{http, tls_config};
+use crate::backup::http;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct MemberArgs {
     #[command(subcommand)]
     action: Action,
-    /// Admin addresses (host:port, comma-separated) of the cluster's nodes.
-    #[arg(long, global = true, default_value = "127.0.0.1:9181")]
-    admin: String,
+    /// Admin addresses (host:port, comma-separated) of the cluster's nodes. Default: the client
+    /// configuration's (`synod dev` writes it), else 127.0.0.1:9181.
+    #[arg(long, global = true)]
+    admin: Option<String>,
     /// The group (0: the ZooKeeper group).
     #[arg(long, global = true, default_value_t = 0)]
     group: u32,
@@ -74,16 +74,11 @@ fn parse_version(v: &str) -> Result<u64> {
 
 pub fn run(a: MemberArgs) -> Result<i32> {
     let timeout = Duration::from_secs(a.timeout_s);
-    let tls: Option<Arc<rustls::ClientConfig>> = match (&a.ca, &a.cert, &a.key) {
-        (Some(ca), Some(cert), Some(key)) => Some(tls_config(ca, cert, key)?),
-        _ => None,
-    };
-    let addrs: Vec<&str> = a
-        .admin
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let (admin, tls) = crate::backup::admin_target(
+        a.admin.as_deref(),
+        (a.ca.clone(), a.cert.clone(), a.key.clone()),
+    )?;
+    let addrs: Vec<&str> = admin.iter().map(String::as_str).collect();
     if addrs.is_empty() {
         bail!("--admin: no address");
     }

@@ -365,7 +365,13 @@ impl Cluster {
             cfg.insert("etcd".into(), etcd.into());
         }
         let path = self.dir.join(format!("node{i}.toml"));
-        std::fs::write(&path, toml::to_string(&cfg)?)?;
+        // The overrides go on the command line; the header says so, so that the file with them
+        // starts the node by hand exactly as here.
+        let mut header = String::from("# Started as: synod server --config THIS_FILE");
+        for s in sets.iter() {
+            header.push_str(&format!(" --set '{s}'"));
+        }
+        std::fs::write(&path, format!("{header}\n{}", toml::to_string(&cfg)?))?;
         let log = self.log_file(i)?;
         let mut cmd = Command::new(&self.synod_exe);
         cmd.arg("server").arg("--config").arg(&path);

@@ -9,11 +9,11 @@ use synod_sim::{ClockModel, CostModel, FaultSet, NetModel, Report, SimConfig, Wa
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Protocol (any name of the registry, crates/registry): zab and the thesis's variants
+    /// Protocol (any name of the registry, crates/registry): zab, PFT Multi-Paxos (paxos,
+    /// paxos-mbq, paxos-none), Mencius (mencius, mencius-ooo), and the thesis's Zab variants
     /// (zab-ac, zab-aa, zab-aa-restricted, zab-aa-leader-first, zab-ct, zab-ct-restricted,
-    /// zab-ct-half, zab-ct-a, zab-ct-aa, zab-ct-optimal), paxos, paxos-mbq, paxos-none, mencius,
-    /// mencius-ooo; *-bug-* and *-unrestricted are deliberately broken, to show the checkers
-    /// fire. A wrong name lists them all.
+    /// zab-ct-half, zab-ct-a, zab-ct-aa, zab-ct-optimal); *-bug-* and *-unrestricted are
+    /// deliberately broken, to show the checkers fire. A wrong name lists them all.
     #[arg(long, default_value = "zab")]
     protocol: String,
     /// Number of replicas.
@@ -151,9 +151,11 @@ pub struct SimArgs {
     /// (synod_kv::sim::elastic); prints a table.
     #[arg(long, requires = "kv")]
     elastic: bool,
-    /// With --scaling or --elastic: also write the markdown document to this file.
+    /// With --experiment, --scaling or --elastic: write the markdown document into this
+    /// directory (`--out docs/results` replaces the committed one); without it, it is printed
+    /// only.
     #[arg(long)]
-    out: Option<String>,
+    out: Option<std::path::PathBuf>,
 }
 
 fn parse_cost(s: &str) -> Result<CostModel> {
@@ -199,18 +201,22 @@ pub fn run(args: SimArgs) -> Result<i32> {
     }
     if let Some(e) = &args.experiment {
         if e == "pft" {
-            crate::experiment::pft::pft_experiment(args.quick)?;
+            crate::experiment::pft::pft_experiment(args.quick, args.out.as_deref())?;
             return Ok(0);
         }
         if e == "mencius" {
             let threads = args
                 .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            crate::experiment::mencius::mencius_experiment(args.quick, threads)?;
+            crate::experiment::mencius::mencius_experiment(
+                args.quick,
+                threads,
+                args.out.as_deref(),
+            )?;
             return Ok(0);
         }
         if e == "membership" {
-            crate::experiment::membership::membership_experiment(args.quick)?;
+            crate::experiment::membership::membership_experiment(args.quick, args.out.as_deref())?;
             return Ok(0);
         }
         if e != "thesis" {
@@ -228,6 +234,7 @@ pub fn run(args: SimArgs) -> Result<i32> {
             threads,
             quick: args.quick,
             cost,
+            out: args.out.clone(),
         })?;
         return Ok(0);
     }
@@ -627,13 +634,10 @@ mod kv {
             &run,
             &cfg,
             fixed,
-            "synod sim --kv --elastic --out docs/results/sconekv-elastic.md",
+            "synod sim --kv --elastic --out docs/results",
         );
         println!("{md}\n({:.1} s wall)", started.elapsed().as_secs_f64());
-        if let Some(path) = &a.out {
-            std::fs::write(path, md).with_context(|| format!("writing {path}"))?;
-            println!("wrote {path}");
-        }
+        crate::experiment::write_result(a.out.as_deref(), "sconekv-elastic.md", &md)?;
         Ok(0)
     }
 
@@ -654,15 +658,8 @@ mod kv {
             started.elapsed().as_secs_f64()
         );
         print!("{}", table(&points));
-        if let Some(path) = &a.out {
-            let md = markdown(
-                &points,
-                &cfg,
-                "synod sim --kv --scaling --out docs/results/sconekv-scaling.md",
-            );
-            std::fs::write(path, md).with_context(|| format!("writing {path}"))?;
-            println!("wrote {path}");
-        }
+        let md = markdown(&points, &cfg, "synod sim --kv --scaling --out docs/results");
+        crate::experiment::write_result(a.out.as_deref(), "sconekv-scaling.md", &md)?;
         Ok(0)
     }
 }

@@ -1,5 +1,6 @@
 //! `synod bench compare`: synod, Apache ZooKeeper and etcd on the same matrix, written as
-//! docs/results/compare.{md,json,svg}; and the cluster helpers the other subcommands share.
+//! docs/results/compare.{md,json,svg} and compare-latency.svg (`--replot DIR` redraws the
+//! pictures from DIR/compare.json); and the cluster helpers the other subcommands share.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -12,6 +13,7 @@ use super::load::run_workload_probed;
 use super::{
     machine, parse_duration, print_table, Machine, Proto, RunResult, Workload, TABLE_HEADER,
 };
+use crate::plot::{bar_panels, BarPanel};
 use crate::procs::{Cluster, Kind};
 use crate::zkclient::ZkSession;
 
@@ -102,12 +104,17 @@ pub(super) struct CompareArgs {
     /// Configuration overrides for every synod node (`--set key=value`, repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Where to write compare.{md,json,svg}.
-    #[arg(long, default_value = "docs/results")]
+    /// Where to write compare.{md,json,svg}: target/results unless named (`--out docs/results`
+    /// replaces the committed documents; scripts/bench-compare.sh does).
+    #[arg(long, default_value = "target/results")]
     out: std::path::PathBuf,
     /// First port (clusters use BASE+1.., BASE+701.., BASE+801..).
     #[arg(long, default_value_t = 23000)]
     base_port: u16,
+    /// Run nothing: redraw DIR/compare.svg and DIR/compare-latency.svg from DIR/compare.json
+    /// (e.g. `--replot docs/results`).
+    #[arg(long, value_name = "DIR")]
+    replot: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -231,6 +238,19 @@ pub(super) fn template(
 }
 
 pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
+    if let Some(dir) = &a.replot {
+        let json = dir.join("compare.json");
+        let doc: CompareDoc = serde_json::from_str(
+            &std::fs::read_to_string(&json).with_context(|| format!("{}", json.display()))?,
+        )
+        .with_context(|| format!("{}", json.display()))?;
+        write_charts(dir, &doc.results)?;
+        println!(
+            "redrew compare.svg and compare-latency.svg in {}",
+            dir.display()
+        );
+        return Ok(0);
+    }
     let tmpl = template(a.duration, a.warmup, a.value_size, a.keys);
     let mut results = Vec::new();
     let mut versions = Vec::new();
@@ -277,8 +297,12 @@ pub(super) async fn compare(a: CompareArgs) -> Result<i32> {
     std::fs::write(&json, serde_json::to_string_pretty(&doc)?)?;
     let md = a.out.join("compare.md");
     std::fs::write(&md, compare_markdown(&doc))?;
-    std::fs::write(a.out.join("compare.svg"), chart(&doc.results))?;
-    println!("wrote {}, {} and compare.svg", md.display(), json.display());
+    write_charts(&a.out, &doc.results)?;
+    println!(
+        "wrote {}, {}, compare.svg and compare-latency.svg",
+        md.display(),
+        json.display()
+    );
     Ok(0)
 }
 
@@ -331,81 +355,75 @@ pub(super) fn compare_markdown(doc: &CompareDoc) -> String {
             cell("etcd")
         );
     }
-    s += "\n![throughput](compare.svg)\n";
+    s += "\n![throughput](compare.svg)\n\n![p99 latency](compare-latency.svg)\n";
     s
 }
 
-/// A grouped bar chart of throughput per cell, as a self-contained SVG (log scale).
+/// Write OUT/compare.svg (throughput) and OUT/compare-latency.svg (p99).
+fn write_charts(out: &std::path::Path, rs: &[RunResult]) -> Result<()> {
+    std::fs::write(out.join("compare.svg"), chart(rs))?;
+    std::fs::write(out.join("compare-latency.svg"), latency_chart(rs))?;
+    Ok(())
+}
+
+/// Throughput per cell: one panel per write ratio, a group of bars (one per system) per client
+/// count, linear from 0.
 pub(super) fn chart(rs: &[RunResult]) -> String {
-    let mut systems: Vec<&str> = Vec::new();
-    let mut cells: Vec<(usize, u32)> = Vec::new();
+    panels(
+        rs,
+        "Throughput, 3 nodes, fsync on every commit batch (higher is better)",
+        "ops/s",
+        |r| r.throughput,
+    )
+}
+
+/// p99 latency per cell, in milliseconds, laid out as [`chart`].
+pub(super) fn latency_chart(rs: &[RunResult]) -> String {
+    panels(
+        rs,
+        "p99 latency, 3 nodes, fsync on every commit batch (lower is better)",
+        "p99 latency (ms)",
+        |r| r.p99_us / 1000.0,
+    )
+}
+
+fn panels(rs: &[RunResult], title: &str, y_label: &str, value: fn(&RunResult) -> f64) -> String {
+    let (mut systems, mut clients, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for r in rs {
-        if !systems.contains(&r.system.as_str()) {
-            systems.push(&r.system);
+        if !systems.contains(&r.system) {
+            systems.push(r.system.clone());
         }
-        if !cells.contains(&(r.clients, r.write_ratio)) {
-            cells.push((r.clients, r.write_ratio));
+        if !clients.contains(&r.clients) {
+            clients.push(r.clients);
+        }
+        if !ratios.contains(&r.write_ratio) {
+            ratios.push(r.write_ratio);
         }
     }
-    let colours = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-    ];
-    let (w, h, left, bottom, top) = (900.0, 420.0, 70.0, 70.0, 40.0);
-    let max = rs.iter().map(|r| r.throughput).fold(1.0, f64::max);
-    let lmax = max.log10().ceil().max(1.0);
-    let y = |v: f64| {
-        let lv = if v > 1.0 { v.log10() } else { 0.0 };
-        h - bottom - (h - bottom - top) * lv / lmax
-    };
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">Throughput (ops/s, log scale), 3 nodes, 1 KiB values</text>\n",
-        w / 2.0
-    );
-    for e in 0..=(lmax as i32) {
-        let yy = y(10f64.powi(e));
-        s += &format!(
-            "<line x1=\"{left}\" x2=\"{}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">1e{e}</text>\n",
-            w - 10.0,
-            left - 5.0,
-            yy + 4.0
-        );
-    }
-    let group = (w - left - 10.0) / cells.len().max(1) as f64;
-    let bar = group * 0.8 / systems.len().max(1) as f64;
-    for (ci, (c, wr)) in cells.iter().enumerate() {
-        let gx = left + ci as f64 * group + group * 0.1;
-        for (si, sys) in systems.iter().enumerate() {
-            if let Some(r) = rs
+    let panels: Vec<BarPanel> = ratios
+        .iter()
+        .map(|&wr| BarPanel {
+            caption: format!("{wr}% writes"),
+            categories: clients
                 .iter()
-                .find(|r| r.system == *sys && r.clients == *c && r.write_ratio == *wr)
-            {
-                let x = gx + si as f64 * bar;
-                let yy = y(r.throughput);
-                s += &format!(
-                    "<rect x=\"{x:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{sys}: {:.0} ops/s</title></rect>\n",
-                    bar - 1.0,
-                    (h - bottom - yy).max(0.0),
-                    colours[si % colours.len()],
-                    r.throughput
-                );
-            }
-        }
-        s += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{c} cl, {wr}% w</text>\n",
-            gx + group * 0.4,
-            h - bottom + 15.0
-        );
-    }
-    for (si, sys) in systems.iter().enumerate() {
-        let x = left + si as f64 * 200.0;
-        s += &format!(
-            "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{sys}</text>\n",
-            h - 30.0,
-            colours[si % colours.len()],
-            x + 16.0,
-            h - 20.0
-        );
-    }
-    s += "</svg>\n";
-    s
+                .map(|&c| format!("{c} client{}", if c == 1 { "" } else { "s" }))
+                .collect(),
+            series: systems
+                .iter()
+                .map(|sys| {
+                    let vs = clients
+                        .iter()
+                        .map(|&c| {
+                            rs.iter()
+                                .find(|r| &r.system == sys && r.clients == c && r.write_ratio == wr)
+                                .map_or(f64::NAN, value)
+                        })
+                        .collect();
+                    (sys.clone(), vs)
+                })
+                .collect(),
+        })
+        .collect();
+    let width = (380 * panels.len() as u32).clamp(600, 1600);
+    bar_panels(title, y_label, &panels, width, 460)
 }

@@ -2,9 +2,10 @@
 //! nodes each on this machine, one system at a time: a Put, etcd's default (linearizable)
 //! Range, a Txn that puts a key if its mod revision is the one the client last saw (else gets
 //! it: Kubernetes' update), and a Txn of puts of four keys. Printed as a table with the ratios;
-//! written to `OUT/etcd-compare.{md,json}` only with `--out`.
+//! written to `OUT/etcd-compare.{md,json,svg}` only with `--out` (`--replot DIR` redraws
+//! DIR/etcd-compare.svg from DIR/etcd-compare.json).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use super::compare::template;
 use super::conn::{Conn, EtcdOp};
 use super::load::run_workload;
 use super::{machine, parse_duration, Machine, Proto, RunResult};
+use crate::plot::{bar_panels, BarPanel};
 use crate::procs::{Cluster, Kind};
 
 #[derive(Args, Debug)]
@@ -44,12 +46,16 @@ pub(super) struct EtcdBenchArgs {
     /// Configuration overrides for every synod node (`--set key=value`, repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Where to write etcd-compare.{md,json} (nothing is written without it).
+    /// Where to write etcd-compare.{md,json,svg} (nothing is written without it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
     /// First port of the clusters.
     #[arg(long, default_value_t = 23500)]
     base_port: u16,
+    /// Run nothing: redraw DIR/etcd-compare.svg from DIR/etcd-compare.json (e.g. `--replot
+    /// docs/results`).
+    #[arg(long, value_name = "DIR")]
+    replot: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -83,6 +89,16 @@ async fn ready(cl: &Cluster, servers: &[String], timeout: Duration) -> Result<()
 }
 
 pub(super) async fn bench(a: EtcdBenchArgs) -> Result<i32> {
+    if let Some(dir) = &a.replot {
+        let json = dir.join("etcd-compare.json");
+        let doc: EtcdDoc = serde_json::from_str(
+            &std::fs::read_to_string(&json).with_context(|| format!("{}", json.display()))?,
+        )
+        .with_context(|| format!("{}", json.display()))?;
+        std::fs::write(dir.join("etcd-compare.svg"), chart(&doc.results))?;
+        println!("redrew {}", dir.join("etcd-compare.svg").display());
+        return Ok(0);
+    }
     let ops: Vec<EtcdOp> = a
         .ops
         .iter()
@@ -179,6 +195,7 @@ pub(super) async fn bench(a: EtcdBenchArgs) -> Result<i32> {
             out.join("etcd-compare.json"),
             serde_json::to_string_pretty(&doc)?,
         )?;
+        std::fs::write(out.join("etcd-compare.svg"), chart(&doc.results))?;
         println!("wrote {}", out.join("etcd-compare.md").display());
     }
     Ok(0)
@@ -225,5 +242,51 @@ fn markdown(doc: &EtcdDoc) -> String {
             );
         }
     }
+    s += "\n![throughput](etcd-compare.svg)\n";
     s
+}
+
+/// Throughput per operation, synod beside etcd: one panel per client count, linear from 0.
+fn chart(rs: &[RunResult]) -> String {
+    let (mut systems, mut clients, mut ops) = (Vec::new(), Vec::new(), Vec::new());
+    for r in rs {
+        if !systems.contains(&r.system) {
+            systems.push(r.system.clone());
+        }
+        if !clients.contains(&r.clients) {
+            clients.push(r.clients);
+        }
+        if !ops.contains(&r.op) {
+            ops.push(r.op.clone());
+        }
+    }
+    let panels: Vec<BarPanel> = clients
+        .iter()
+        .map(|&c| BarPanel {
+            caption: format!("{c} client{}", if c == 1 { "" } else { "s" }),
+            categories: ops.clone(),
+            series: systems
+                .iter()
+                .map(|sys| {
+                    let vs = ops
+                        .iter()
+                        .map(|op| {
+                            rs.iter()
+                                .find(|r| &r.system == sys && r.clients == c && &r.op == op)
+                                .map_or(f64::NAN, |r| r.throughput)
+                        })
+                        .collect();
+                    (sys.clone(), vs)
+                })
+                .collect(),
+        })
+        .collect();
+    let width = (480 * panels.len() as u32).clamp(600, 1600);
+    bar_panels(
+        "etcd's protocol: throughput, 3 nodes (higher is better)",
+        "ops/s",
+        &panels,
+        width,
+        440,
+    )
 }

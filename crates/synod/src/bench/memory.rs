@@ -22,7 +22,9 @@ pub(super) struct MemoryArgs {
     /// Bytes per znode.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    #[arg(long, default_value = "docs/results")]
+    /// Where to write memory.md: target/results unless named (`--out docs/results` replaces the
+    /// committed document).
+    #[arg(long, default_value = "target/results")]
     out: std::path::PathBuf,
     #[arg(long, default_value_t = 23400)]
     base_port: u16,

@@ -21,6 +21,8 @@ pub struct Plan {
     pub quick: bool,
     /// The thesis-calibrated cost, unless overridden.
     pub cost: Option<CostModel>,
+    /// Where the document goes (`--out DIR`); printed only without it.
+    pub out: Option<std::path::PathBuf>,
 }
 
 pub(crate) struct Row {
@@ -169,9 +171,22 @@ pub fn thesis_experiment(plan: Plan) -> Result<()> {
     });
     print!("{md}");
     if !plan.quick {
-        std::fs::create_dir_all("docs/results").context("docs/results")?;
-        std::fs::write("docs/results/thesis.md", &md).context("writing docs/results/thesis.md")?;
-        eprintln!("written to docs/results/thesis.md");
+        write_result(plan.out.as_deref(), "thesis.md", &md)?;
+    }
+    Ok(())
+}
+
+/// Writes an experiment's document as DIR/NAME when `--out DIR` was given; otherwise says how
+/// to (the committed documents under docs/results change only when asked).
+pub fn write_result(out: Option<&std::path::Path>, name: &str, doc: &str) -> Result<()> {
+    match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let path = dir.join(name);
+            std::fs::write(&path, doc).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => eprintln!("(not written: --out docs/results replaces docs/results/{name})"),
     }
     Ok(())
 }
