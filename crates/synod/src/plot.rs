@@ -1,5 +1,5 @@
 //! Charts as self-contained SVG strings, drawn with plotters, for the pictures beside the bench
-//! tables (docs/results/*.svg): grouped bars on a linear axis from 0, and lines.
+//! tables (docs/results/*.svg): grouped bars on a linear axis from 0.
 //!
 //! Nothing here panics on odd data: a value that is not finite is left out (a missing bar or
 //! point), and a chart with nothing to draw is an SVG that says "no data".
@@ -54,24 +54,6 @@ impl BarPanel {
             1.0
         }
     }
-}
-
-/// A grouped bar chart: one group per category, one bar per series, a linear y axis from 0 and
-/// a legend.
-#[allow(dead_code)] // the bench documents draw panels; kept as the one-chart entry point
-pub fn grouped_bars(
-    title: &str,
-    y_label: &str,
-    categories: &[String],
-    series: &[(String, Vec<f64>)],
-) -> String {
-    let panel = BarPanel {
-        caption: String::new(),
-        categories: categories.to_vec(),
-        series: series.to_vec(),
-    };
-    let width = (160 + 110 * categories.len().max(1) as u32).clamp(480, 1400);
-    bar_panels(title, y_label, &[panel], width, 440)
 }
 
 /// Grouped bar charts side by side, each with its own linear y axis from 0 (so that each panel
@@ -179,83 +161,6 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Lines through (x, y) points, one per series, with a legend; both axes linear, y from 0.
-#[allow(dead_code)] // no bench document plots a curve yet
-pub fn lines(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-) -> String {
-    let (width, height) = (800, 440);
-    let points = || {
-        series
-            .iter()
-            .flat_map(|(_, ps)| ps.iter())
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-    };
-    let Some((x0, x1)) = points().fold(None, |acc: Option<(f64, f64)>, &(x, _)| match acc {
-        None => Some((x, x)),
-        Some((a, b)) => Some((a.min(x), b.max(x))),
-    }) else {
-        return no_data(title, width, height);
-    };
-    let (x0, x1) = if x1 > x0 {
-        (x0, x1)
-    } else {
-        (x0 - 1.0, x0 + 1.0)
-    };
-    let y_max = points().map(|&(_, y)| y).fold(0.0, f64::max);
-    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
-    let mut svg = String::new();
-    let result = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(62)
-            .build_cartesian_2d(x0..x1, 0f64..y_max)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|x| short(*x))
-            .y_label_formatter(&|y| short(*y))
-            .label_style(("sans-serif", 14))
-            .draw()?;
-        for (i, (name, ps)) in series.iter().enumerate() {
-            let c = colour(i);
-            let ps: Vec<(f64, f64)> = ps
-                .iter()
-                .copied()
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .collect();
-            chart
-                .draw_series(LineSeries::new(ps, c.stroke_width(2)))?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 15))
-            .draw()?;
-        root.present()?;
-        Ok(())
-    })();
-    match result {
-        Ok(()) => svg,
-        Err(e) => no_data(&format!("{title}: {e}"), width, height),
-    }
-}
-
-/// An SVG with the title and "no data".
 fn no_data(title: &str, width: u32, height: u32) -> String {
     let esc = |s: &str| {
         s.replace('&', "&amp;")
@@ -305,6 +210,21 @@ mod tests {
         v.to_string()
     }
 
+    /// One panel of grouped bars, as the bench documents draw each of theirs.
+    fn grouped_bars(
+        title: &str,
+        y_label: &str,
+        categories: &[String],
+        series: &[(String, Vec<f64>)],
+    ) -> String {
+        let panel = BarPanel {
+            caption: String::new(),
+            categories: categories.to_vec(),
+            series: series.to_vec(),
+        };
+        bar_panels(title, y_label, &[panel], 640, 440)
+    }
+
     #[test]
     fn bars_name_every_series_and_category() {
         let cats = vec![s("1 client"), s("32 clients"), s("256 clients")];
@@ -347,19 +267,6 @@ mod tests {
     }
 
     #[test]
-    fn lines_name_every_series() {
-        let series = vec![
-            (s("p50"), vec![(0.0, 1.0), (1.0, 2.0), (2.0, 1.5)]),
-            (s("p99"), vec![(0.0, 5.0), (1.0, 9.0), (2.0, 7.0)]),
-        ];
-        let svg = lines("Latency over time", "seconds", "ms", &series);
-        for w in ["p50", "p99", "seconds", "Latency over time"] {
-            assert!(svg.contains(w), "{w} missing:\n{svg}");
-        }
-        assert!(!svg.contains("no data"));
-    }
-
-    #[test]
     fn empty_or_nan_data_says_no_data_and_does_not_panic() {
         let nan = vec![(s("a"), vec![f64::NAN, f64::INFINITY])];
         for svg in [
@@ -367,13 +274,6 @@ mod tests {
             grouped_bars("no series", "y", &[s("x")], &[]),
             grouped_bars("nan", "y", &[s("x"), s("y")], &nan),
             bar_panels("no panels", "y", &[], 800, 400),
-            lines("empty", "x", "y", &[]),
-            lines(
-                "nan",
-                "x",
-                "y",
-                &[(s("a"), vec![(f64::NAN, 1.0), (1.0, f64::NAN)])],
-            ),
         ] {
             assert!(svg.starts_with("<svg") && svg.contains("no data"), "{svg}");
         }
@@ -381,8 +281,6 @@ mod tests {
         let some = vec![(s("a"), vec![f64::NAN, 3.0, -1.0])];
         let svg = grouped_bars("some", "y", &[s("x"), s("y"), s("z")], &some);
         assert!(!svg.contains("no data") && svg.contains("\ny\n"), "{svg}");
-        let one = lines("one point", "x", "y", &[(s("a"), vec![(1.0, 1.0)])]);
-        assert!(!one.contains("no data"), "{one}");
     }
 
     #[test]

@@ -115,19 +115,9 @@ impl JsonSchema for PaxosBatch {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reference::tests::keys;
     use super::super::reference::{schema_of, serde_keys};
     use super::*;
-
-    fn keys(schema: &serde_json::Value) -> Vec<String> {
-        let mut k: Vec<String> = schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect();
-        k.sort();
-        k
-    }
 
     fn sorted(mut k: Vec<&str>) -> Vec<String> {
         k.sort();

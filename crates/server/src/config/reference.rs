@@ -416,10 +416,11 @@ pub fn compare(committed: &str, generated: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn keys(schema: &Value) -> Vec<String> {
+    /// A schema's property names, sorted.
+    pub(in crate::config) fn keys(schema: &Value) -> Vec<String> {
         let mut k: Vec<String> = schema["properties"]
             .as_object()
             .unwrap()

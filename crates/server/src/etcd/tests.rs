@@ -9,20 +9,27 @@ use std::sync::{Arc, Mutex};
 use synod_core::{Role, View};
 use synod_etcd::EtcdMachine;
 
-#[test]
-fn hasleader_is_refused_while_the_group_has_no_leader() {
+/// Node `me`'s etcd services over an empty store, in group 900, with the sender of its view
+/// (no leader until the test says so).
+fn node(me: u32) -> (Arc<EtcdNode>, tokio::sync::watch::Sender<View>) {
     let (tx, _rx) = tokio::sync::mpsc::channel(1);
     let (view, view_rx) = tokio::sync::watch::channel(View::default());
-    let handle = GroupHandle::new(900, 1, tx, view_rx);
+    let handle = GroupHandle::new(900, me, tx, view_rx);
     let machine = Arc::new(Mutex::new(EtcdMachine::new()));
     let node = EtcdNode::new(
-        1,
+        me,
         "c",
         handle,
         machine,
         EtcdConfig::default(),
         BTreeMap::new(),
     );
+    (node, view)
+}
+
+#[test]
+fn hasleader_is_refused_while_the_group_has_no_leader() {
+    let (node, view) = node(1);
     let mut asks = tonic::Request::new(());
     asks.metadata_mut()
         .insert("hasleader", "true".parse().expect("ascii"));
@@ -41,18 +48,7 @@ fn hasleader_is_refused_while_the_group_has_no_leader() {
 
 #[test]
 fn lease_ids_chosen_here_print_as_sixteen_hex_digits_and_never_repeat() {
-    let (tx, _rx) = tokio::sync::mpsc::channel(1);
-    let (_view, view_rx) = tokio::sync::watch::channel(View::default());
-    let handle = GroupHandle::new(900, 3, tx, view_rx);
-    let machine = Arc::new(Mutex::new(EtcdMachine::new()));
-    let node = EtcdNode::new(
-        3,
-        "c",
-        handle,
-        machine,
-        EtcdConfig::default(),
-        BTreeMap::new(),
-    );
+    let (node, _view) = node(3);
     let ids: Vec<i64> = (0..1000).map(|_| node.next_lease_id()).collect();
     assert!(ids
         .iter()
